@@ -1,4 +1,8 @@
-"""Keep only the chosen framework's modules, then drop the variants folder.
+"""Check the rendered config, then keep only the chosen framework's modules.
+
+``vertex.yaml`` is checked by the project's own loader (``tools/config.py``), so the answers obey
+the same rules as every later ``make`` target; a problem is printed as
+``ERROR: <answer>: <why>`` and the hook fails, and cookiecutter removes the project folder it made.
 
 The template keeps each framework's plain-Python modules, tests, requirements and Dockerfile
 under ``variants/<framework>/``; they are copied over the project root here, so the generated
@@ -7,11 +11,83 @@ project contains one framework and no trace of the others.
 
 import json
 import os
+import re
 import shutil
 import sys
 
-FRAMEWORK = json.loads(r'''{{ cookiecutter.framework | tojson }}''')
+ANSWERS = json.loads(
+    r"""{
+    "framework": {{ cookiecutter.framework | tojson }},
+    "gcp_project_id": {{ cookiecutter.gcp_project_id | tojson }},
+    "region": {{ cookiecutter.region | tojson }},
+    "artifact_registry_repo": {{ cookiecutter.artifact_registry_repo | tojson }},
+    "image_name": {{ cookiecutter.image_name | tojson }},
+    "machine_type": {{ cookiecutter.machine_type | tojson }}
+}"""
+)
+FRAMEWORK = ANSWERS["framework"]
 VARIANTS = "variants"
+CONFIG = "vertex.yaml"
+
+# Which template answer wrote each key of vertex.yaml (the primary pool is pool 0).
+ANSWER_OF_KEY = {
+    "project": "gcp_project_id",
+    "region": "region",
+    "staging_bucket": "gcs_bucket",
+    "base_output_dir": "gcs_bucket",
+    "image.registry_host": "region",
+    "image.repository": "artifact_registry_repo",
+    "image.name": "image_name",
+    "job.display_name": "image_name",
+    "hpt.display_name": "image_name",
+    "job.worker_pools.0.machine_type": "machine_type",
+    "job.worker_pools.0.accelerator_type": "accelerator_type",
+    "job.worker_pools.0.accelerator_count": "accelerator_count",
+    "python_package.executor_image_uri": "framework",
+}
+# The same by the last part of a key, for a line YAML cannot parse.
+ANSWER_OF_NAME = {key.rsplit(".", 1)[-1]: answer for key, answer in ANSWER_OF_KEY.items()}
+
+
+def answer_problem(problem: str, config_lines: list[str]) -> str:
+    """``vertex.yaml: job.worker_pools.0.machine_type: why`` -> ``machine_type: why``."""
+    text = re.sub(rf"^{re.escape(CONFIG)}:\s*", "", problem)
+    key, separator, why = text.partition(": ")
+    if separator and key in ANSWER_OF_KEY:
+        return f"{ANSWER_OF_KEY[key]}: {why}"
+    line = re.match(r"line (\d+)\b", text)
+    if line and 0 < int(line.group(1)) <= len(config_lines):
+        name = config_lines[int(line.group(1)) - 1].strip().lstrip("- ").partition(":")[0]
+        if name in ANSWER_OF_NAME:
+            answer = ANSWER_OF_NAME[name]
+            value = f"{ANSWERS[answer]!r} " if answer in ANSWERS else ""
+            return f"{answer}: {value}makes {CONFIG} invalid ({text}): use a plain value"
+    return f"{CONFIG}: {text}"
+
+
+def config_problems() -> list[str]:
+    """The loader's problems with the rendered config, plus values YAML read differently."""
+    sys.path.insert(0, os.getcwd())
+    from tools.config import ConfigError, load
+
+    with open(CONFIG, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    try:
+        config = load(CONFIG)
+    except ConfigError as error:
+        return [answer_problem(problem, lines) for problem in error.problems]
+    read = {
+        "gcp_project_id": config.project,
+        "region": config.region,
+        "artifact_registry_repo": config.image.repository,
+        "image_name": config.image.name,
+        "machine_type": config.job.worker_pools[0].machine_type,
+    }
+    return [
+        f"{answer}: {CONFIG} reads {value!r} as {read[answer]!r}: use a plain value"
+        for answer, value in ANSWERS.items()
+        if answer in read and read[answer] != value.strip()
+    ]
 
 
 def install_variant(framework: str) -> None:
@@ -35,6 +111,11 @@ def install_variant(framework: str) -> None:
 
 
 def main() -> int:
+    problems = config_problems()
+    for problem in problems:
+        print(f"ERROR: {problem}", file=sys.stderr)
+    if problems:
+        return 1
     install_variant(FRAMEWORK)
     return 0
 

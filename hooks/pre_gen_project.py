@@ -1,19 +1,26 @@
-"""Validate every answer before anything is generated.
+"""Validate the answers before anything is generated.
 
 A bad answer stops generation with one line, ``ERROR: <field>: <why> (e.g. <valid example>)``,
 and cookiecutter removes the half-made project folder. Values are injected with ``tojson`` so
 quotes or backslashes in an answer stay data and are never executed.
+
+Here: what rendering itself needs (text without control characters, a package name, the
+choices) and the naming rules of Google Cloud. The rendered ``vertex.yaml`` is then checked by
+the project's own loader in the post-generation hook, the same rules ``make`` applies later.
 """
 
 import json
 import keyword
 import re
 import sys
+import unicodedata
 
 ANSWERS = json.loads(
     r"""{
     "project_name": {{ cookiecutter.project_name | tojson }},
     "project_slug": {{ cookiecutter.project_slug | tojson }},
+    "description": {{ cookiecutter.description | tojson }},
+    "author_name": {{ cookiecutter.author_name | tojson }},
     "framework": {{ cookiecutter.framework | tojson }},
     "gcp_project_id": {{ cookiecutter.gcp_project_id | tojson }},
     "region": {{ cookiecutter.region | tojson }},
@@ -67,12 +74,54 @@ class InvalidAnswer(ValueError):
         super().__init__(f"{field}: {why} (e.g. {example})")
 
 
+EXAMPLES = {
+    "project_name": "Sentiment Trainer",
+    "project_slug": "sentiment_trainer",
+    "description": "Trains a sentiment classifier",
+    "author_name": "Zoë Müller",
+    "framework": "keras",
+    "gcp_project_id": "my-project-123",
+    "region": "us-central1",
+    "gcs_bucket": "gs://my-project-123-vertex",
+    "artifact_registry_repo": "trainers",
+    "image_name": "sentiment-trainer",
+    "base_image": "deep-learning-container",
+    "machine_type": "n1-standard-8",
+    "accelerator_type": "NVIDIA_TESLA_T4",
+    "accelerator_count": "1",
+}
+
+
+def check_text(field, value):
+    """One line of printable text: a line break would split a Makefile or YAML line, a lone
+    surrogate (undecodable terminal input) cannot be written as UTF-8."""
+    for char in value:
+        if unicodedata.category(char) in ("Cc", "Cs", "Zl", "Zp"):
+            raise InvalidAnswer(
+                field,
+                f"contains the non-printable character U+{ord(char):04X}: one line of text only",
+                EXAMPLES[field],
+            )
+
+
 def check_project_name(value):
     if not value.strip():
-        raise InvalidAnswer("project_name", "must not be empty", "Sentiment Trainer")
+        raise InvalidAnswer("project_name", "must not be empty", EXAMPLES["project_name"])
 
 
-def check_project_slug(value):
+# What cookiecutter.json derives from a name without a letter or digit: a folder name that can be
+# created (and removed again) in any output folder, unlike an empty one.
+NO_SLUG = "__no_slug__"
+
+
+def check_project_slug(value, project_name=""):
+    if value in ("", NO_SLUG):
+        raise InvalidAnswer(
+            "project_slug",
+            f"no package name can be derived from project_name {project_name!r}: "
+            "give project_slug yourself",
+            EXAMPLES["project_slug"],
+        )
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", value):
         raise InvalidAnswer(
             "project_slug",
@@ -88,7 +137,9 @@ def check_project_slug(value):
 
 def check_framework(value):
     if value not in FRAMEWORKS:
-        raise InvalidAnswer("framework", f"{value!r} is not one of {', '.join(FRAMEWORKS)}", "keras")
+        raise InvalidAnswer(
+            "framework", f"{value!r} is not one of {', '.join(FRAMEWORKS)}", "keras"
+        )
 
 
 def check_gcp_project_id(value):
@@ -166,13 +217,6 @@ def check_base_image(value):
         )
 
 
-def check_machine_type(value):
-    if not re.fullmatch(r"[a-z][a-z0-9]*-[a-z0-9]+(-[a-z0-9]+)*", value):
-        raise InvalidAnswer(
-            "machine_type", f"{value!r} is not a Compute Engine machine type", "n1-standard-8"
-        )
-
-
 def check_accelerator(accelerator_type, accelerator_count):
     kind = accelerator_type.strip().upper()
     if kind not in ACCELERATORS and kind not in NO_ACCELERATOR:
@@ -200,8 +244,10 @@ def check_accelerator(accelerator_type, accelerator_count):
 
 
 def validate(answers):
+    for field, value in answers.items():
+        check_text(field, value)
     check_project_name(answers["project_name"])
-    check_project_slug(answers["project_slug"])
+    check_project_slug(answers["project_slug"], answers["project_name"])
     check_framework(answers["framework"])
     check_gcp_project_id(answers["gcp_project_id"])
     check_region(answers["region"])
@@ -209,7 +255,6 @@ def validate(answers):
     check_artifact_registry_repo(answers["artifact_registry_repo"])
     check_image_name(answers["image_name"])
     check_base_image(answers["base_image"])
-    check_machine_type(answers["machine_type"])
     check_accelerator(answers["accelerator_type"], answers["accelerator_count"])
 
 

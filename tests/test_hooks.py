@@ -17,6 +17,8 @@ from conftest import CONTEXT, PROJECT_TEMPLATE, TEMPLATE, bake
 DEFAULTS = {
     "project_name": "Vertex Trainer",
     "project_slug": "vertex_trainer",
+    "description": "A Vertex AI custom-training project",
+    "author_name": "Your Name",
     "framework": "keras",
     "gcp_project_id": "my-project-123",
     "region": "us-central1",
@@ -103,7 +105,6 @@ def test_accepts_cpu_only():
         ("image_name", "Trainer"),
         ("image_name", "trainer:latest"),
         ("base_image", "ubuntu"),
-        ("machine_type", "n1 standard 8"),
         ("accelerator_type", "NVIDIA_TESLA_T5"),
         ("accelerator_type", "TPU_V3"),
         ("accelerator_count", "one"),
@@ -193,7 +194,125 @@ def test_post_gen_names_available_frameworks_when_one_is_missing(tmp_path, monke
     (tmp_path / "variants" / "jax").mkdir()
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as stopped:
-        hook.main()
+        hook.install_variant(hook.FRAMEWORK)
     assert str(stopped.value) == (
         "ERROR: framework: 'jax' is not available in this template version yet (e.g. keras)"
+    )
+
+
+def cli_bake(output_dir, *answers: str) -> subprocess.CompletedProcess:
+    """Bake through the command line, as a user does; returns the finished process."""
+    return subprocess.run(
+        [sys.executable, "-m", "cookiecutter", str(TEMPLATE), "--no-input", "--default-config"]
+        + ["-o", str(output_dir), *answers],
+        capture_output=True,
+        text=True,
+    )
+
+
+def error_lines(result: subprocess.CompletedProcess) -> list[str]:
+    """The hooks' one-line errors; cookiecutter's own 'ERROR: Stopping generation' is not one."""
+    return [
+        line
+        for line in result.stderr.splitlines()
+        if line.startswith("ERROR: ") and not line.startswith("ERROR: Stopping generation")
+    ]
+
+
+CONTROL_CHARACTERS = ["\n", "\r", "\t", "\x00", "\x1b[31m", "\x7f", "\x85", "\u2028", "\udc80"]
+
+
+@pytest.mark.parametrize("field", ["project_name", "description", "author_name", "region"])
+@pytest.mark.parametrize("char", CONTROL_CHARACTERS, ids=lambda char: f"U+{ord(char[0]):04X}")
+def test_rejects_control_characters_in_every_answer(field, char):
+    value = f"{DEFAULTS[field][:3]}{char}{DEFAULTS[field][3:]}"
+    message = error_of(**{field: value})
+    assert message == (
+        f"{field}: contains the non-printable character U+{ord(char[0]):04X}: "
+        f"one line of text only (e.g. {render_hook('pre_gen_project').EXAMPLES[field]})"
+    )
+
+
+def test_newline_in_project_name_fails_with_one_line_and_writes_nothing(tmp_path):
+    # It used to bake, and the Makefile's first comment line broke in two: make stopped with
+    # "target pattern contains no '%'".
+    result = cli_bake(tmp_path, "project_name=Sentiment\nTrainer: %")
+    assert result.returncode != 0
+    assert error_lines(result) == [
+        "ERROR: project_name: contains the non-printable character U+000A: one line of text only"
+        " (e.g. Sentiment Trainer)"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "name, slug",
+    [
+        ("Vertex Trainer", "vertex_trainer"),
+        ('Müller\'s "Quoted" Trainer & Co', "mullers_quoted_trainer_co"),
+        ("Zoë’s  Straße -- Trainer", "zoes_strasse_trainer"),
+        ("2 Fast Trainer", "project_2_fast_trainer"),
+        ("Ünïcödé " * 20, ("unicode_" * 8).rstrip("_")),
+    ],
+)
+def test_default_slug_is_a_valid_package_name_derived_from_any_name(tmp_path, name, slug):
+    project = bake(tmp_path, project_name=name)
+    assert project.name == slug
+    recorded = json.loads((project / ".cookiecutter.json").read_text())
+    assert recorded["project_slug"] == slug
+    assert recorded["image_name"] == slug.replace("_", "-")
+    assert error_of(project_name=name, project_slug=slug, image_name=slug.replace("_", "-")) is None
+
+
+def test_name_without_any_latin_letter_asks_for_a_slug(tmp_path):
+    # Into a folder that exists, like `-o .`: an empty slug would name the folder itself.
+    (tmp_path / "notes.txt").write_text("mine")
+    result = cli_bake(tmp_path, "project_name=🚀 🚀")
+    assert result.returncode != 0
+    assert error_lines(result) == [
+        "ERROR: project_slug: no package name can be derived from project_name '🚀 🚀': "
+        "give project_slug yourself (e.g. sentiment_trainer)"
+    ]
+    assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_image_name_default_stays_valid_for_any_valid_slug(tmp_path):
+    project = bake(tmp_path, project_slug="my__trainer_")
+    assert json.loads((project / ".cookiecutter.json").read_text())["image_name"] == "my--trainer"
+
+
+@pytest.mark.parametrize(
+    "machine_type, expected",
+    [
+        ("n1 standard 8", "machine_type: 'n1 standard 8' is not a machine type"),
+        ("a: b", "machine_type: 'a: b' makes vertex.yaml invalid"),
+        ("n1-standard-8 # fast", "machine_type: vertex.yaml reads 'n1-standard-8 # fast' as"),
+        ("[n1-standard-8]", "machine_type: expected text"),
+    ],
+)
+def test_config_loader_checks_the_rendered_answers(tmp_path, machine_type, expected):
+    # The pre-generation hook does not know machine types: tools/config.py's rule applies.
+    assert error_of(machine_type=machine_type) is None
+    result = cli_bake(tmp_path, f"machine_type={machine_type}")
+    assert result.returncode != 0
+    errors = error_lines(result)
+    assert len(errors) == 1 and errors[0].startswith(f"ERROR: {expected}"), result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_config_problems_are_named_after_the_answers():
+    hook = render_hook("post_gen_project")
+    lines = ["project: x", "    - machine_type: a: b"]
+    assert hook.answer_problem("vertex.yaml: project: 'x' is not a project ID", lines) == (
+        "gcp_project_id: 'x' is not a project ID"
+    )
+    assert hook.answer_problem(
+        "vertex.yaml: job.worker_pools.0.accelerator_count: must be >= 1", lines
+    ) == ("accelerator_count: must be >= 1")
+    assert hook.answer_problem("vertex.yaml: line 2 is not valid YAML", lines) == (
+        "machine_type: 'n1-standard-8' makes vertex.yaml invalid (line 2 is not valid YAML): "
+        "use a plain value"
+    )
+    assert hook.answer_problem("vertex.yaml: job.env: expected a mapping", lines) == (
+        "vertex.yaml: job.env: expected a mapping"
     )

@@ -1,3 +1,10 @@
+{#- A Python string literal, quoted the way ruff format writes it. Not tojson: JSON's
+    ASCII-only escapes spell an emoji as two surrogates, which Python reads as two lone surrogates
+    that cannot be written to PKG-INFO. The pre-generation hook rejects control characters. -#}
+{%- macro python_string(text) -%}
+{%- set quote = "'" if text.count('"') > text.count("'") else '"' -%}
+{{ quote }}{{ text.replace('\\', '\\\\').replace(quote, '\\' ~ quote) }}{{ quote }}
+{%- endmacro -%}
 """Installable trainer package: ``pip install .`` in the image, or an sdist for Vertex's
 prebuilt training containers (``python setup.py sdist``; python_package_spec)."""
 
@@ -27,8 +34,8 @@ def package_name(requirement: str) -> str:
 setup(
     name="{{ cookiecutter.project_slug }}",
     version="0.1.0",
-    description={{ cookiecutter.description | tojson }},
-    author={{ cookiecutter.author_name | tojson }},
+    description={{ python_string(cookiecutter.description) }},
+    author={{ python_string(cookiecutter.author_name) }},
     packages=find_packages(include=["trainer", "trainer.*"]),
     install_requires=requirements(),
     python_requires=">=3.10",
