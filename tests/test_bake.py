@@ -8,13 +8,16 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
+from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
 import yaml
+from cookiecutter.environment import StrictEnvironment
 
-from conftest import FRAMEWORKS, PROJECT_TEMPLATE, case_id, combinations
+from conftest import CONTEXT, FRAMEWORKS, PROJECT_TEMPLATE, TEMPLATE, bake, case_id, combinations
 
 CASES = combinations()
 # Jinja left behind: a cookiecutter variable or a block tag ({% if %}, {%- endif %}). Python's
@@ -95,7 +98,8 @@ def test_config_files_parse(baked, case):
     tomllib.loads((project / "pyproject.toml").read_text())
     answers = json.loads((project / ".cookiecutter.json").read_text())
     assert answers["framework"] == case["framework"]
-    assert answers["_template"]
+    # The answers only: a local template's path and cookiecutter's private keys are left out.
+    assert set(answers) == {key for key in CONTEXT if not key.startswith("_")}
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -135,3 +139,83 @@ def test_hadolint_clean(baked, case):
 
 def test_matrix_covers_every_framework():
     assert {case["framework"] for case in CASES} == set(FRAMEWORKS)
+
+
+NON_ASCII = {
+    "project_name": "Müller 🚀 日本 Trainer",
+    "description": 'Trains 🚀 for Müller & 日本 — "quoted", it\'s \\ fine 👩\u200d🔬',
+    "author_name": "Zoë Müller-Łukasiewicz 😀",
+}
+
+
+def test_non_ascii_answers_render_everywhere_and_build_an_sdist(tmp_path):
+    """An emoji used to reach setup.py as two lone surrogates (tojson's JSON escapes), and
+    ``python setup.py sdist`` (``make submit PACKAGE=1``) died with UnicodeEncodeError."""
+    project = bake(tmp_path / "bake", framework="xgboost", **NON_ASCII)
+    assert project.name == "muller_ri_ben_trainer"
+    assert (project / "README.md").read_text().splitlines()[:3] == [
+        f"# {NON_ASCII['project_name']}",
+        "",
+        NON_ASCII["description"],
+    ]
+    assert (project / "Makefile").read_text().startswith(f"# {NON_ASCII['project_name']}: ")
+    dist = tmp_path / "dist"
+    result = subprocess.run(
+        [sys.executable, "setup.py", "-q", "sdist", f"--dist-dir={dist}"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        member = next(
+            m
+            for m in archive.getmembers()
+            if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")
+        )
+        metadata = HeaderParser().parsestr(archive.extractfile(member).read().decode("utf-8"))
+    assert metadata["Summary"] == NON_ASCII["description"]
+    assert metadata["Author"] == NON_ASCII["author_name"]
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "setup.py"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    answers = json.loads((project / ".cookiecutter.json").read_text(encoding="utf-8"))
+    assert {key: answers[key] for key in NON_ASCII} == NON_ASCII
+
+
+def test_no_path_of_the_baking_machine_in_the_project(tmp_path):
+    project = bake(tmp_path)
+    private = {str(tmp_path), str(TEMPLATE), os.path.expanduser("~")}
+    found = [
+        f"{name}: {path}"
+        for name in sorted(files_under(project))
+        for path in private
+        if path in (project / name).read_text(errors="ignore")
+    ]
+    assert found == []
+
+
+def render_recorded_answers(**private: object) -> dict:
+    source = (PROJECT_TEMPLATE / ".cookiecutter.json").read_text()
+    context = {"project_name": "Vertex Trainer", "__gpu": "yes", **private}
+    return json.loads(StrictEnvironment().from_string(source).render(cookiecutter=context))
+
+
+def test_recorded_answers_keep_a_remote_template_and_drop_local_paths():
+    common = {"_output_dir": "/home/me/src", "_repo_dir": "/home/me/.cookiecutters/tpl"}
+    assert render_recorded_answers(
+        _template="gh:acme/cookiecutter-vertex-trainer", _checkout="v2", **common
+    ) == {
+        "project_name": "Vertex Trainer",
+        "_template": "gh:acme/cookiecutter-vertex-trainer",
+        "_checkout": "v2",
+    }
+    for local in ("/home/me/tpl", ".", "../tpl", "~/tpl", "file:///home/me/tpl"):
+        assert render_recorded_answers(_template=local, _checkout=None, **common) == {
+            "project_name": "Vertex Trainer"
+        }
