@@ -19,6 +19,8 @@ from conftest import (
     trainer_env,
 )
 
+from trainer import data
+
 pytestmark = pytest.mark.distributed
 
 
@@ -101,19 +103,21 @@ def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_replicas_report_the_auc_of_all_eval_rows(breast_cancer, tmp_path):
-    """Eval files that differ (split by a feature tied to the label, one file per replica):
-    the reported AUC, the early stop and the export are those of all eval rows together."""
+@pytest.mark.parametrize("eval_rows", ["eval files", "held out"])
+def test_two_replicas_report_the_auc_of_all_eval_rows(breast_cancer, tmp_path, eval_rows):
+    """Replicas whose eval rows differ (files split by a feature tied to the label, one per
+    replica): the reported AUC, the early stop and the export are those of all eval rows."""
     test = breast_cancer["test_frame"]
-    folder = tmp_path / "eval"
-    folder.mkdir()
+    if eval_rows == "held out":  # each replica holds out rows of its own training file
+        test = pd.read_csv(breast_cancer["train"])
+    parts = tmp_path / "parts"
+    parts.mkdir()
     large = test["worst radius"] > test["worst radius"].median()
-    test[~large].to_csv(folder / "part-0.csv", index=False)
-    test[large].to_csv(folder / "part-1.csv", index=False)
+    shards = [test[~large], test[large]]
+    for index, shard in enumerate(shards):
+        shard.to_csv(parts / f"part-{index}.csv", index=False)
     patience = 5
     args = [
-        f"--train-data={breast_cancer['train']}",
-        f"--eval-data={folder}",
         "--label-column=target",
         "--num-boost-round=300",
         "--eta=0.3",
@@ -121,9 +125,15 @@ def test_two_replicas_report_the_auc_of_all_eval_rows(breast_cancer, tmp_path):
         "--report-rounds=1",
         *FAST,
     ]
-    run_two_replicas(tmp_path, args)
+    if eval_rows == "held out":
+        args += [f"--train-data={parts}", "--eval-fraction=0.3"]
+        # The rows each replica holds out (the trainer's seeded split of its own file).
+        shards = [data.split_off_eval(shard.reset_index(drop=True), 0.3, 42)[1] for shard in shards]
+    else:
+        args += [f"--train-data={breast_cancer['train']}", f"--eval-data={parts}"]
+    logs = run_two_replicas(tmp_path, args)
     chief = tmp_path / "chief"
     job = {"model": chief / "model", "checkpoints": chief / "checkpoints"}
     job["metrics"] = chief / "metrics"
-    evaluated = pd.concat([test[~large], test[large]])
-    check_reported_auc_is_the_exported_models(job, evaluated, "target", patience)
+    check_reported_auc_is_the_exported_models(job, pd.concat(shards), "target", patience)
+    assert f"{sum(len(s) for s in shards)} eval rows (on every replica)" in logs["worker"]
