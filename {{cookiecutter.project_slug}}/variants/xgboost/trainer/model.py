@@ -226,7 +226,8 @@ def configure(booster: xgb.Booster, params: dict) -> xgb.Booster:
 
 
 def evaluate(booster: xgb.Booster, data: xgb.DMatrix, name: str, metric: str) -> float:
-    """``metric`` of ``booster`` on ``data`` (all-reduced across replicas by XGBoost)."""
+    """``metric`` of ``booster`` on ``data``; a collective call when distributed (every replica
+    holds all eval rows, so XGBoost's all-reduced value is exact: train.evaluation_rows)."""
     text = booster.eval_set([(data, name)], iteration=booster.num_boosted_rounds() - 1)
     for item in text.split()[1:]:
         key, _, value = item.rpartition(":")

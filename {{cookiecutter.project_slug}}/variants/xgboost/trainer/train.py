@@ -274,8 +274,8 @@ def check_metric_defined(metric: str, labels, source: str, classes: list | None)
     if metric.partition("@")[0] in ("auc", "aucpr") and len(set(labels.tolist())) < 2:
         only = classes[int(labels[0])] if classes else labels[0]
         raise cli.InputError(
-            f"--eval-data={source}: the label column has one class ({only!r}) in all eval "
-            f"rows, so {metric} is undefined (e.g. eval rows of both classes)"
+            f"{source}: the label column has one class ({only!r}) in all eval rows, so "
+            f"{metric} is undefined (e.g. eval rows of both classes)"
         )
 
 
