@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import xgboost as xgb
-from sklearn import datasets
+from sklearn import datasets, metrics
 from sklearn.model_selection import train_test_split
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -109,6 +109,36 @@ def features(frame: pd.DataFrame, metadata: dict) -> xgb.DMatrix:
             column = column.astype(str).map(codes)
         columns.append(column.astype("float32").to_numpy())
     return xgb.DMatrix(pd.concat([pd.Series(c) for c in columns], axis=1).to_numpy())
+
+
+def check_reported_auc_is_the_exported_models(
+    job: dict[str, Path], eval_frame: pd.DataFrame, label: str, patience: int
+) -> None:
+    """The study's last measurement and the metadata hold the exported model's AUC on every
+    eval row, and early stopping kept the round with the best AUC, all per scikit-learn.
+
+    ``job``: the run's ``model``, ``checkpoints`` and ``metrics`` paths.
+    """
+    booster, metadata = load_model(job["model"])
+    rows, truth = features(eval_frame, metadata), eval_frame[label].to_numpy()
+    exported_auc = metrics.roc_auc_score(truth, booster.predict(rows))
+    last = read_metrics(job["metrics"])[-1]
+    assert float(last["auc"]) == pytest.approx(exported_auc, abs=1e-6)
+    assert metadata["metric"]["value"] == pytest.approx(exported_auc, abs=1e-6)
+
+    # The final checkpoint holds every round trained: the best is the first with the top AUC,
+    # the stop came `patience` rounds after it, and the model was cut there.
+    full = xgb.Booster()
+    newest = max((job["checkpoints"]).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    full.load_model(str(newest / "model.ubj"))
+    trained = full.num_boosted_rounds()
+    aucs = [metrics.roc_auc_score(truth, full[:k].predict(rows)) for k in range(1, trained + 1)]
+    best = metadata["best_iteration"]
+    assert aucs[best] == pytest.approx(max(aucs), abs=1e-6)
+    assert max(aucs[:best], default=0.0) < aucs[best] - 1e-6
+    assert trained == best + 1 + patience
+    assert booster.num_boosted_rounds() == best + 1
+    assert last["global_step"] == str(trained)  # the last line is also at the highest step
 
 
 def _write_split(frame: pd.DataFrame, folder: Path, label: str, seed: int = 0) -> dict:

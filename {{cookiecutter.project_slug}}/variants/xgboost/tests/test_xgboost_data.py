@@ -8,7 +8,7 @@ import types
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FAST, run_trainer
+from conftest import FAST, run_trainer, trainer_env
 
 from trainer import cli, data
 
@@ -161,3 +161,32 @@ def test_bigquery_reads_with_the_explicit_project(monkeypatch):
     )
     assert calls["project"] == "123"  # billed to the job's project, reading another's table
     assert "FROM `other.ds.t`" in calls["sql"] and ", 4) = 1" in calls["sql"]
+
+
+@pytest.mark.parametrize("where", ["train", "eval"])
+def test_one_label_class_fails_before_training(tmp_path, where):
+    """One class: no AUC (XGBoost reports NaN and a tuning trial gets nothing), so exit 2."""
+    good = _frame()
+    one_class = good.assign(y=0)
+    good.to_csv(tmp_path / "good.csv", index=False)
+    one_class.to_csv(tmp_path / "one_class.csv", index=False)
+    files = {"train": tmp_path / "good.csv", "eval": tmp_path / "good.csv"}
+    files[where] = tmp_path / "one_class.csv"
+    model_dir = tmp_path / "model"
+    result = run_trainer(
+        [
+            f"--train-data={files['train']}",
+            f"--eval-data={files['eval']}",
+            "--label-column=y",
+            f"--model-dir={model_dir}",
+            f"--checkpoint-dir={tmp_path / 'checkpoints'}",
+            f"--job-dir={tmp_path / 'job'}",
+            *FAST,
+        ],
+        trainer_env(CLOUD_ML_HP_METRIC_FILE=str(tmp_path / "metrics")),
+    )
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "the label column has one class (0)" in errors[0], errors
+    assert "Traceback" not in result.stderr and "Boosting" not in result.stderr
+    assert not model_dir.exists() and not (tmp_path / "metrics").exists()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import time
 
+import pandas as pd
 import pytest
 from conftest import (
     FAST,
     TIMEOUT_S,
+    check_reported_auc_is_the_exported_models,
     free_port,
     kill,
     load_model,
@@ -16,6 +18,8 @@ from conftest import (
     start_trainer,
     trainer_env,
 )
+
+from trainer import data
 
 pytestmark = pytest.mark.distributed
 
@@ -31,12 +35,15 @@ def _cluster_spec(pools: dict, pool: str, index: int) -> str:
     )
 
 
-def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
+def run_two_replicas(tmp_path, args: list[str]) -> dict[str, str]:
+    """A chief and a worker with Vertex-shaped ``CLUSTER_SPEC``s; their logs once both exit 0.
+
+    Each writes under ``tmp_path/<chief|worker>/`` (model, checkpoints, metrics).
+    """
     pools = {
         "workerpool0": [f"127.0.0.1:{free_port()}"],
         "workerpool1": [f"127.0.0.1:{free_port()}"],
     }
-    rounds = 15
     processes = {}
     for name, pool in (("chief", "workerpool0"), ("worker", "workerpool1")):
         env = trainer_env(
@@ -44,18 +51,11 @@ def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
             CLOUD_ML_JOB_ID="4711",
             CLOUD_ML_HP_METRIC_FILE=str(tmp_path / name / "metrics"),
         )
-        args = [
-            f"--train-data={diabetes_shards['folder']}",
-            "--eval-fraction=0.2",
-            "--label-column=target",
-            "--objective=regression",
-            f"--num-boost-round={rounds}",
-            "--checkpoint-rounds=5",
+        outputs = [
             f"--model-dir={tmp_path / name / 'model'}",
             f"--checkpoint-dir={tmp_path / name / 'checkpoints'}",
-            *FAST,
         ]
-        processes[name] = start_trainer(args, env, log=tmp_path / f"{name}.log")
+        processes[name] = start_trainer([*args, *outputs], env, log=tmp_path / f"{name}.log")
     try:
         deadline = time.monotonic() + TIMEOUT_S
         while any(p.poll() is None for p in processes.values()):
@@ -68,6 +68,21 @@ def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
     for name, process in processes.items():
         assert process.returncode == 0, f"{name}:\n{logs[name][-3000:]}"
     assert "rank 0 of 2" in logs["chief"] and "rank 1 of 2" in logs["worker"]
+    return logs
+
+
+def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
+    rounds = 15
+    args = [
+        f"--train-data={diabetes_shards['folder']}",
+        "--eval-fraction=0.2",
+        "--label-column=target",
+        "--objective=regression",
+        f"--num-boost-round={rounds}",
+        "--checkpoint-rounds=5",
+        *FAST,
+    ]
+    logs = run_two_replicas(tmp_path, args)
     assert "1 of 2 files" in logs["chief"] and "1 of 2 files" in logs["worker"]
 
     # Only the chief exports, checkpoints and reports the tuning metric.
@@ -85,3 +100,40 @@ def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
     total = diabetes_shards["rows"]
     held_out = round(total / 2 * 0.2) * 2  # each replica holds out 20% of its own rows
     assert root_cover == pytest.approx(total - held_out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("eval_rows", ["eval files", "held out"])
+def test_two_replicas_report_the_auc_of_all_eval_rows(breast_cancer, tmp_path, eval_rows):
+    """Replicas whose eval rows differ (files split by a feature tied to the label, one per
+    replica): the reported AUC, the early stop and the export are those of all eval rows."""
+    test = breast_cancer["test_frame"]
+    if eval_rows == "held out":  # each replica holds out rows of its own training file
+        test = pd.read_csv(breast_cancer["train"])
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    large = test["worst radius"] > test["worst radius"].median()
+    shards = [test[~large], test[large]]
+    for index, shard in enumerate(shards):
+        shard.to_csv(parts / f"part-{index}.csv", index=False)
+    patience = 5
+    args = [
+        "--label-column=target",
+        "--num-boost-round=300",
+        "--eta=0.3",
+        f"--early-stopping-rounds={patience}",
+        "--report-rounds=1",
+        *FAST,
+    ]
+    if eval_rows == "held out":
+        args += [f"--train-data={parts}", "--eval-fraction=0.3"]
+        # The rows each replica holds out (the trainer's seeded split of its own file).
+        shards = [data.split_off_eval(shard.reset_index(drop=True), 0.3, 42)[1] for shard in shards]
+    else:
+        args += [f"--train-data={breast_cancer['train']}", f"--eval-data={parts}"]
+    logs = run_two_replicas(tmp_path, args)
+    chief = tmp_path / "chief"
+    job = {"model": chief / "model", "checkpoints": chief / "checkpoints"}
+    job["metrics"] = chief / "metrics"
+    check_reported_auc_is_the_exported_models(job, pd.concat(shards), "target", patience)
+    assert f"{sum(len(s) for s in shards)} eval rows (on every replica)" in logs["worker"]

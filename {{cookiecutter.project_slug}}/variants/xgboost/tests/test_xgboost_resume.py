@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 
@@ -11,6 +12,7 @@ import xgboost as xgb
 from conftest import (
     FAST,
     TIMEOUT_S,
+    VERTEX_VARIABLES,
     check_ok,
     kill,
     load_model,
@@ -158,3 +160,72 @@ def test_time_based_checkpoints(tmp_path):
     check_ok(result)
     older, newest = _complete(root)
     assert 20 < older < newest == 30
+
+
+class Crash(Exception):
+    """Stands for a preemption right after a checkpoint was published."""
+
+
+def _train_in_process(argv: list[str], monkeypatch, crash_at: int | None = None) -> None:
+    """``python -m trainer.task`` in this process; with ``crash_at``, die right after the
+    checkpoint of that round is complete (before any later callback of the round runs)."""
+    from trainer import model, task
+
+    publish = model.save_checkpoint
+
+    def save_then_crash(booster, root, keep=2):
+        publish(booster, root, keep)
+        if booster.num_boosted_rounds() == crash_at:
+            raise Crash(crash_at)
+
+    monkeypatch.setattr(model, "save_checkpoint", save_then_crash)
+    if crash_at is None:
+        assert task.main(argv) == 0
+    else:
+        with pytest.raises(Crash):
+            task.main(argv)
+
+
+def test_early_stopping_after_a_crash_stops_where_an_uninterrupted_run_does(tmp_path, monkeypatch):
+    """Crash right after the checkpoint of round k, rerun: same stop, best round and model."""
+    for name in list(os.environ):
+        if name.startswith(VERTEX_VARIABLES):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "metrics"))
+    evaluate = "synthetic:300"
+    common = [
+        "--train-data=synthetic:800",
+        f"--eval-data={evaluate}",
+        "--eta=0.3",
+        "--max-depth=4",
+        "--early-stopping-rounds=6",
+        "--num-boost-round=400",
+        "--report-rounds=0",
+        *FAST,
+    ]
+    whole = tmp_path / "whole"
+    _train_in_process([*common, "--checkpoint-rounds=0", f"--job-dir={whole}"], monkeypatch)
+    reference, reference_meta = load_model(whole / "model")
+    best = reference_meta["best_iteration"]
+    stop = best + 1 + 6  # rounds trained: the best one plus the patience
+    assert best is not None and stop < 400
+    assert checkpoints.latest_complete(str(whole / "checkpoints")).step == stop
+
+    frame = data.synthetic(evaluate, "eval", label_column="label", kind="binary", seed=42)
+    schema = data.load_schema(frame, "label", "binary", "eval")
+    rows = xgb.DMatrix(data.encode(frame, schema, "eval")[0])
+    # Early rounds, the best round itself (its score must survive the crash), just before the
+    # stop, and the final checkpoint before the export.
+    for crash_at in sorted({1, 5, best, best + 1, best + 2, stop - 1, stop}):
+        job = tmp_path / f"crash-{crash_at}"
+        argv = [*common, f"--checkpoint-rounds={crash_at}", f"--job-dir={job}"]
+        _train_in_process(argv, monkeypatch, crash_at=crash_at)
+        _train_in_process(argv, monkeypatch)
+        resumed, resumed_meta = load_model(job / "model")
+        assert (resumed_meta["best_iteration"], resumed_meta["num_boosted_rounds"]) == (
+            best,
+            best + 1,
+        ), crash_at
+        final = checkpoints.latest_complete(str(job / "checkpoints"))
+        assert final.step == stop, crash_at  # stopped after the same round
+        np.testing.assert_array_equal(resumed.predict(rows), reference.predict(rows))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from conftest import (
     FAST,
     PROJECT_ROOT,
     check_ok,
+    check_reported_auc_is_the_exported_models,
     features,
     load_model,
     read_metrics,
@@ -18,7 +21,7 @@ from conftest import (
     trainer_env,
 )
 
-from trainer import cli, model, train
+from trainer import cli, objectives, train
 
 
 def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_path):
@@ -59,6 +62,7 @@ def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_pat
 
     # The tuning metric: every 10 rounds and at the end, tag = vertex.yaml's metric id.
     metrics = read_metrics(tmp_path / "hypertune" / "metrics")
+    check_declared_metric(metrics, "binary")
     assert [m["global_step"] for m in metrics] == ["10", "20", "30", "30"]
     assert all(set(m) >= {"auc", "trial", "timestamp"} for m in metrics)
     assert float(metrics[-1]["auc"]) > 0.95
@@ -92,6 +96,7 @@ def test_multiclass_text_labels_map_back_to_classes(iris, tmp_path):
     predicted = np.asarray(metadata["classes"])[probabilities.argmax(axis=1)]
     assert np.mean(predicted == test["species"].to_numpy()) > 0.85
     assert read_metrics(metric_file)[-1].keys() >= {"mlogloss", "global_step"}
+    check_declared_metric(read_metrics(metric_file), "multiclass")
 
 
 def test_synthetic_regression_with_vertex_style_trial_flags(tmp_path):
@@ -119,10 +124,40 @@ def test_synthetic_regression_with_vertex_style_trial_flags(tmp_path):
     assert booster.num_boosted_rounds() == 25
     assert _max_depth(booster) == 3  # --max_depth=3.0 reached the booster
     assert metadata["categories"]["color"] == ["blue", "green", "red", "yellow"]
+    check_declared_metric(read_metrics(metric_file), "regression")
     last = read_metrics(metric_file)[-1]
     assert last["global_step"] == "25"
     # Much better than predicting the mean (the synthetic target's std is about 3).
     assert float(last["rmse"]) < 1.5
+
+
+def check_declared_metric(reported: list[dict], flag: str) -> None:
+    """METRIC_FOR_OBJECTIVE[flag] names the tag the trainer reported, and its goal is the
+    direction the metric moved in as boosting rounds were added (a learnable task)."""
+    name, goal = objectives.METRIC_FOR_OBJECTIVE[flag]
+    assert all(
+        set(line) - {"checkpoint_path", "global_step", "timestamp", "trial"} == {name}
+        for line in reported
+    ), reported
+    first, last = float(reported[0][name]), float(reported[-1][name])
+    assert (last > first) if goal == "maximize" else (last < first), (name, first, last)
+
+
+def test_objectives_module_is_plain_python():
+    """Config checks import it without XGBoost or numpy; every flag value maps to a metric."""
+    code = (
+        "import sys; from trainer import objectives as o; "
+        "assert not {'xgboost', 'numpy'} & set(sys.modules), sorted(sys.modules); "
+        "print(sorted(o.METRIC_FOR_OBJECTIVE.items()))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert set(objectives.METRIC_FOR_OBJECTIVE) == set(objectives.OBJECTIVES)
+    assert objectives.tuning_metric("reg:tweedie") == ("rmse", "minimize")
+    assert objectives.tuning_metric("binary", "logloss,aucpr") == ("aucpr", "maximize")
+    assert objectives.tuning_metric("multi:softmax", "merror") == ("merror", "minimize")
 
 
 def _max_depth(booster) -> int:
@@ -156,15 +191,36 @@ def test_early_stopping_exports_the_best_round(tmp_path):
     assert booster.num_boosted_rounds() == best + 1 == metadata["num_boosted_rounds"]
 
 
+def test_reported_metric_is_the_exported_models_auc(breast_cancer, tmp_path):
+    job = {"model": tmp_path / "model", "checkpoints": tmp_path / "ckpt"}
+    job["metrics"] = tmp_path / "metrics"
+    result = run_trainer(
+        [
+            f"--train-data={breast_cancer['train']}",
+            f"--eval-data={breast_cancer['test']}",
+            "--label-column=target",
+            "--num-boost-round=300",
+            "--eta=0.3",
+            "--early-stopping-rounds=5",
+            "--report-rounds=1",
+            f"--model-dir={job['model']}",
+            f"--checkpoint-dir={job['checkpoints']}",
+            *FAST,
+        ],
+        trainer_env(CLOUD_ML_HP_METRIC_FILE=str(job["metrics"])),
+    )
+    check_ok(result)
+    check_reported_auc_is_the_exported_models(job, breast_cancer["test_frame"], "target", 5)
+
+
 def test_hpt_study_matches_the_trainer():
     """vertex.yaml's study: its metric is the tag reported by default, its parameters are flags."""
     study = yaml.safe_load((PROJECT_ROOT / "vertex.yaml").read_text())["hpt"]
     parser = cli.base_parser(train.DESCRIPTION)
     train.add_arguments(parser)
     defaults = parser.parse_args([])
-    kind = model.objective(defaults.objective).kind
-    assert study["metric"]["id"] == model.metrics(defaults.eval_metric, kind)[-1]
-    assert study["metric"]["goal"] == "maximize"  # auc: higher is better
+    declared = objectives.tuning_metric(defaults.objective, defaults.eval_metric)
+    assert (study["metric"]["id"], study["metric"]["goal"]) == declared
     for name, spec in study["parameters"].items():
         for value in spec.get("values") or [spec["min"], spec["max"]]:
             argv = cli.normalize_argv([f"--{name}={float(value)}"])  # as a trial passes it

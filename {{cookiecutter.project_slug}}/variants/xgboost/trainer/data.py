@@ -379,6 +379,13 @@ def _classes(labels: list, kind: str, label_column: str) -> list:
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in labels)
     integral = numeric and all(float(v).is_integer() for v in labels)
     if kind == "binary":
+        if len(labels) == 1:
+            # Nothing to learn, and AUC undefined: the run would export a constant and report NaN.
+            raise InputError(
+                f"--label-column={label_column}: the label column has one class "
+                f"({labels[0]!r}) in all training rows; binary needs two (e.g. rows labelled "
+                "0 and 1)"
+            )
         if integral and set(labels) <= {0, 1}:
             return [0, 1]
         if len(labels) == 2:

@@ -4,7 +4,8 @@ Vertex gives each replica ``CLUSTER_SPEC`` (read by ``trainer.runtime``). The ch
 (workerpool0, rank 0) runs XGBoost's ``RabitTracker`` on its own address and port from that
 spec; every training replica, the chief included, then joins the group with its node rank as
 task id, so XGBoost's ranks equal the Vertex node ranks. Histograms, quantile sketches and
-evaluation metrics are then all-reduced by XGBoost itself.
+evaluation metrics are then all-reduced by XGBoost itself (metrics on eval rows that every
+replica holds in full, which keeps AUC exact: see train.evaluation_rows).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""The booster: objective and parameters, resumable training callbacks, checkpoints, export.
+"""The booster: resumable training callbacks, checkpoints, export (objectives: objectives.py).
 
 Resume works at boosting-round granularity: a checkpoint is the whole booster (UBJSON) after
 some rounds, and a restarted run continues it with ``xgb.train(..., xgb_model=booster)`` for the
 remaining rounds only. The round count always comes from the loaded booster
 (``num_boosted_rounds()``), never from a file name. Early stopping keeps its state in the
-booster's ``best_iteration``/``best_score`` attributes, so it stops at the same round after a
-restart as it would have without one.
+booster's ``best_iteration``/``best_score`` attributes, and a round's checkpoint is taken after
+early stopping has scored that round (train.boost orders the callbacks), so a restart stops at
+the same round, with the same best round, as a run without one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 import logging
 import os
 import tempfile
-from dataclasses import dataclass
 
 import xgboost as xgb
 from xgboost.callback import EarlyStopping, TrainingCallback
@@ -27,45 +27,6 @@ logger = logging.getLogger(__name__)
 MODEL_FILE = "model.bst"  # the exact name Vertex's prebuilt XGBoost prediction container loads
 METADATA_FILE = "model_metadata.json"
 CHECKPOINT_FILE = "model.ubj"
-
-OBJECTIVES = {
-    "binary": "binary:logistic",
-    "multiclass": "multi:softprob",
-    "regression": "reg:squarederror",
-}
-DEFAULT_METRICS = {"binary": "auc", "multiclass": "mlogloss", "regression": "rmse"}
-
-
-@dataclass(frozen=True)
-class Objective:
-    name: str  # XGBoost's objective, e.g. binary:logistic
-    kind: str  # binary, multiclass or regression
-
-
-def objective(value: str) -> Objective:
-    """``binary``/``multiclass``/``regression`` or an XGBoost objective such as ``reg:tweedie``."""
-    value = value.strip()
-    if value in OBJECTIVES:
-        return Objective(OBJECTIVES[value], value)
-    family, _, rest = value.partition(":")
-    if not rest:
-        raise InputError(
-            f"--objective={value}: use binary, multiclass, regression or an XGBoost objective "
-            "such as binary:logistic, multi:softprob, reg:squarederror"
-        )
-    if family == "binary":
-        return Objective(value, "binary")
-    if family == "multi":
-        return Objective(value, "multiclass")
-    if family in ("reg", "count", "survival"):
-        return Objective(value, "regression")
-    raise InputError(f"--objective={value}: ranking and other objectives are not supported here")
-
-
-def metrics(value: str | None, kind: str) -> list[str]:
-    """The eval metrics; the last one drives early stopping and hyperparameter tuning."""
-    names = [name.strip() for name in (value or "").split(",") if name.strip()]
-    return names or [DEFAULT_METRICS[kind]]
 
 
 def gpu_present() -> bool:
@@ -265,7 +226,8 @@ def configure(booster: xgb.Booster, params: dict) -> xgb.Booster:
 
 
 def evaluate(booster: xgb.Booster, data: xgb.DMatrix, name: str, metric: str) -> float:
-    """``metric`` of ``booster`` on ``data`` (all-reduced across replicas by XGBoost)."""
+    """``metric`` of ``booster`` on ``data``; a collective call when distributed (every replica
+    holds all eval rows, so XGBoost's all-reduced value is exact: train.evaluation_rows)."""
     text = booster.eval_set([(data, name)], iteration=booster.num_boosted_rounds() - 1)
     for item in text.split()[1:]:
         key, _, value = item.rpartition(":")

@@ -13,9 +13,10 @@ import json
 import logging
 import time
 
+import pandas as pd
 import xgboost as xgb
 
-from trainer import cli, data, distributed, hptune, model, runtime
+from trainer import cli, data, distributed, hptune, model, objectives, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +137,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    objective = model.objective(args.objective)
-    metric_names = model.metrics(args.eval_metric, objective.kind)
+    objective = objectives.objective(args.objective)
+    metric_names = objectives.metrics(args.eval_metric, objective.kind)
     tag = metric_names[-1]  # the HPT metric id; vertex.yaml's hpt.metric.id must equal it
     if not args.train_data:
         raise cli.InputError(
@@ -159,7 +160,12 @@ def run(args: argparse.Namespace) -> int:
     }
     started = time.monotonic()
     train_frame = data.read(args.train_data, "train", **read)
-    eval_frame = data.read(args.eval_data, "eval", **read) if args.eval_data else None
+    # Every replica reads all eval rows: see evaluation_rows.
+    eval_frame = (
+        data.read(args.eval_data, "eval", **{**read, "shard": data.Shard()})
+        if args.eval_data
+        else None
+    )
     read_s = time.monotonic() - started
 
     with distributed.group(cluster) as group:
@@ -170,22 +176,23 @@ def run(args: argparse.Namespace) -> int:
             train_frame, eval_frame = data.split_off_eval(
                 train_frame, args.eval_fraction, args.seed
             )
+            eval_frame = evaluation_rows(eval_frame, group)
             eval_source = f"{args.train_data} (held-out rows)"
         else:
             eval_source = args.eval_data
         x_train, y_train = data.encode(train_frame, schema, args.train_data)
         x_eval, y_eval = data.encode(eval_frame, schema, eval_source)
-        rows = group.allgather((len(y_train), len(y_eval)))
+        check_metric_defined(tag, y_eval, eval_source, schema.classes)
+        rows = group.allgather(len(y_train))
         logger.info(
-            "Data: %d training rows, %d eval rows, %d features, %s, read in %.1f s "
-            "(this replica: %d and %d)",
-            sum(r[0] for r in rows),
-            sum(r[1] for r in rows),
+            "Data: %d training rows (this replica: %d), %d eval rows (on every replica), "
+            "%d features, %s, read in %.1f s",
+            sum(rows),
+            len(y_train),
+            len(y_eval),
             len(schema.feature_names),
             objective.name,
             read_s,
-            len(y_train),
-            len(y_eval),
         )
 
         params = {
@@ -221,13 +228,14 @@ def run(args: argparse.Namespace) -> int:
         stopping = model.restored_early_stopping(booster) if args.early_stopping_rounds else None
         if stopping is not None:
             exported = booster[: stopping[0] + 1]
+        # The study's last measurement is the exported model's metric. It is reported at the
+        # last round trained, the highest step, so that it also comes last by step.
         value = model.evaluate(model.configure(exported, params), deval, EVAL_NAME, tag)
-        rounds = exported.num_boosted_rounds()
-        reporter.report(value, rounds)
+        reporter.report(value, booster.num_boosted_rounds())
         logger.info(
             "Trained %d rounds (model: %d) in %.1f s on %s; %s-%s=%.6g",
             booster.num_boosted_rounds(),
-            rounds,
+            exported.num_boosted_rounds(),
             time.monotonic() - started,
             device,
             EVAL_NAME,
@@ -243,6 +251,32 @@ def run(args: argparse.Namespace) -> int:
         else:
             logger.info("Replica %d is not the chief: it does not export", group.rank)
     return 0
+
+
+def evaluation_rows(frame: pd.DataFrame, group: distributed.Group) -> pd.DataFrame:
+    """The eval rows of all replicas, on every replica (rank order).
+
+    XGBoost's distributed AUC and AUCPR are not those of the whole eval set: each replica
+    ranks only its own rows and the per-replica areas are summed, weighted by each replica's
+    positive x negative pairs (src/metric/auc.cc). Eval files that differ (by date, by region)
+    then skew the metric that drives early stopping, tuning and the metadata. When every
+    replica holds the same eval rows, that weighted mean of identical values is exact, and so
+    is every summed metric (rmse, logloss, ...). The cost: each replica evaluates all eval rows.
+    """
+    if not group.distributed:
+        return frame
+    return pd.concat(group.allgather(frame), ignore_index=True)
+
+
+def check_metric_defined(metric: str, labels, source: str, classes: list | None) -> None:
+    """AUC of eval rows that all have one class is undefined (XGBoost reports NaN, which a
+    tuning trial cannot use): stop before training instead."""
+    if metric.partition("@")[0] in ("auc", "aucpr") and len(set(labels.tolist())) < 2:
+        only = classes[int(labels[0])] if classes else labels[0]
+        raise cli.InputError(
+            f"{source}: the label column has one class ({only!r}) in all eval rows, so "
+            f"{metric} is undefined (e.g. eval rows of both classes)"
+        )
 
 
 def resume(root, group, objective, schema, num_boost_round):
@@ -288,14 +322,17 @@ def boost(args, params, dtrain, deval, start, dirs, cluster, reporter) -> xgb.Bo
         dirs.checkpoint_dir, args.checkpoint_rounds, args.checkpoint_minutes, cluster.is_chief
     )
     checkpointer.saved_at = done
+    # Order matters: XGBoost calls a round's callbacks in list order and skips the rest once one
+    # says stop. Early stopping goes first so that a checkpoint of round N already holds round
+    # N's score (a restart from it then stops where an uninterrupted run does); on the round it
+    # stops, the metric is reported and the checkpoint saved by the final steps instead.
     callbacks = [
         model.MetricReporter(reporter, deval, EVAL_NAME, args.report_rounds, args.num_boost_round),
         checkpointer,
     ]
     if args.early_stopping_rounds:
-        # Last: XGBoost stops calling the callbacks of a round once one of them says stop.
-        callbacks.append(
-            model.ResumableEarlyStopping(args.early_stopping_rounds, reporter.tag, EVAL_NAME)
+        callbacks.insert(
+            0, model.ResumableEarlyStopping(args.early_stopping_rounds, reporter.tag, EVAL_NAME)
         )
         state = model.restored_early_stopping(start) if start is not None else None
         if state is not None and done - 1 - state[0] >= args.early_stopping_rounds:
