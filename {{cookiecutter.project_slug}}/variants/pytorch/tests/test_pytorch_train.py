@@ -105,19 +105,25 @@ def test_missing_file_is_one_line_error(tiny_bert, csv_data, tmp_path, capsys):
     assert not (job / "model").exists()
 
 
-def test_scratch_vocabulary_is_the_same_every_time(tmp_path):
-    """Replicas and restarted runs rebuild the scratch model: token ids must not change."""
+def test_scratch_model_is_the_same_every_time(tmp_path):
+    """Every node and every restarted run builds the scratch model: same token ids, same weights."""
+    import torch
+    from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
     from trainer import data, model
 
     texts = data.synthetic_examples(200, seed=3)["text"]
-    vocabularies = []
+    vocabularies, weights = [], []
     for name in ("first", "second"):
+        torch.manual_seed(len(name))  # the caller's RNG state must not matter
         folder = model.build_scratch(texts, str(tmp_path / name), hidden_size=32, vocab_size=200)
         vocabularies.append(AutoTokenizer.from_pretrained(folder).get_vocab())
+        weights.append(load_file(os.path.join(folder, "model.safetensors")))
     assert vocabularies[0] == vocabularies[1]
     assert len(vocabularies[0]) > 50
+    assert weights[0].keys() == weights[1].keys() and len(weights[0]) > 10
+    assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
 
 
 def two_part_reviews(count: int, seed: int) -> dict[str, list]:
@@ -161,7 +167,6 @@ def accuracy_of_export(model_dir, csv_path) -> float:
     return hits / len(rows)
 
 
-@pytest.mark.slow
 def test_last_reported_value_is_the_exported_models_accuracy(tiny_bert, tmp_path):
     """What Vertex takes for the trial (the last measurement) is the exported model's accuracy.
 
@@ -192,6 +197,7 @@ def test_last_reported_value_is_the_exported_models_accuracy(tiny_bert, tmp_path
     assert float(records[-1]["accuracy"]) == pytest.approx(exported, abs=1e-9)
 
 
+@pytest.mark.slow
 def test_default_logs_have_no_colour_codes_or_load_report_table(smoke_args, tmp_path):
     """Cloud Logging makes an entry of each line and shows escape codes raw."""
     log_path = tmp_path / "run.log"

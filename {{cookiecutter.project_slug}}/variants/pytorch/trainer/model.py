@@ -131,8 +131,9 @@ def load_model(name_or_path: str, label_names: list[str]):
     """A sequence classifier with one output per class, named after the data's labels.
 
     transformers logs a multi-line table with terminal colour codes for every new or unused
-    weight (always the case here: the classifier head is new). Cloud Logging shows that as
-    one entry per line with raw escape codes, so it is silenced and summed up in one line.
+    weight (always the case here: the classifier head is new); 4.x logs paragraphs. Cloud
+    Logging shows that as one entry per line with raw escape codes, so it is silenced and
+    summed up in one line.
     """
     report_logger = hf_logging.get_logger("transformers.modeling_utils")
     report_logger.addFilter(_drop_load_report)
@@ -157,9 +158,14 @@ def load_model(name_or_path: str, label_names: list[str]):
 
 
 def _drop_load_report(record: logging.LogRecord) -> bool:
-    # Only the table: other warnings of loading still show. (Raising the logger's level
-    # instead would also switch on transformers' tensor-parallel plan warnings.)
-    return record.funcName != "log_state_dict_report"
+    """False for the report of new and unused weights: the 5.x table, the 4.x paragraphs.
+
+    Other warnings of loading still show. (Raising the logger's level instead would also
+    switch on transformers 5's warnings about tensor-parallel plans.)
+    """
+    if record.funcName == "log_state_dict_report":
+        return False
+    return not str(record.msg).startswith("Some weights of")
 
 
 def _modules(keys) -> str:
