@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import base_args, free_port, hypertune_records, kill, start, wait
 
-from trainer import distributed, runtime
+from trainer import checkpoints, cli, distributed, runtime, train
 
 pytestmark = pytest.mark.distributed
 
@@ -81,3 +81,44 @@ def test_two_replicas_train_one_ddp_job(tiny_bert, csv_data, tmp_path):
     state = json.loads(state_path.read_text())
     first_loss = next(entry["loss"] for entry in state["log_history"] if "loss" in entry)
     assert 0.55 < first_loss < 0.85, f"first loss {first_loss}: scaled by the process count?"
+
+
+def _parse(argv: list[str]):
+    parser = cli.base_parser(train.DESCRIPTION)
+    train.add_arguments(parser)
+    return cli.parse_args(parser, argv)
+
+
+def test_workers_get_the_command_line_as_given():
+    """Flags that argparse cannot spell back from the parsed values reach the workers."""
+    given = ["--no-group-by-length", "--model_name_or_path", "scratch", "--epochs=2"]
+    argv = distributed.worker_argv(["--local-dir=/node", "--model-name-or-path=/node/m"], given)
+    worker = _parse(argv)
+    assert worker.group_by_length is False
+    assert (worker.local_dir, worker.model_name_or_path, worker.epochs) == ("/node", "/node/m", 2)
+
+
+@pytest.mark.slow
+def test_no_group_by_length_reaches_the_torchrun_workers(tiny_bert, csv_data, tmp_path):
+    """Two processes on one replica; each worker saved the TrainingArguments it trained with."""
+    import torch
+
+    argv = [
+        *base_args(tiny_bert, csv_data, tmp_path / "job"),
+        "--nproc-per-node=2",
+        "--no-group-by-length",
+        "--max-steps=2",
+        "--save-steps=2",
+        "--max-train-samples=64",
+        "--max-eval-samples=16",
+    ]
+    process = start(argv, tmp_path / "run.log", OMP_NUM_THREADS="1")
+    code = wait(process, timeout=300)
+    log = (tmp_path / "run.log").read_text()
+    assert code == 0, log[-3000:]
+    assert "Processes: 2" in log
+    latest = checkpoints.latest_complete(str(tmp_path / "job" / "checkpoints"))
+    worker_args = torch.load(f"{latest.path}/training_args.bin", weights_only=False)
+    assert worker_args.world_size == 2
+    assert getattr(worker_args, "train_sampling_strategy", "random") != "group_by_length"
+    assert not getattr(worker_args, "group_by_length", False)

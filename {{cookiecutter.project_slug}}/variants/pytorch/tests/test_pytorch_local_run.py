@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import subprocess
+import sys
 
 import pytest
-from conftest import base_args
+from conftest import PROJECT, base_args
 from local_run_drill import run_local_job
 
 from trainer import checkpoints
@@ -31,6 +34,47 @@ def final_state(output_dir):
     return latest.step, state["global_step"], state["epoch"]
 
 
+def make_train_local(output_dir, *variables: str) -> tuple[list[str], list[str]]:
+    """Runner flags and trainer flags of ``make train-local VARIABLES``, as make expands them."""
+    printed = subprocess.run(
+        ["make", "-n", "--no-print-directory", "train-local", f"PYTHON={sys.executable}"]
+        + [f"OUTPUT_DIR={output_dir}", *variables],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    words = shlex.split(printed.replace("\\\n", " "))
+    split = words.index("--")
+    return words[words.index("tools.local_run") + 1 : split], words[split + 1 :]
+
+
+def test_make_train_local_replicas_2_with_its_defaults(tmp_path):
+    """`make train-local REPLICAS=2` with the Makefile's default flags: the scratch model.
+
+    Every node builds the scratch model before its workers start (inside them only global rank
+    0 could write it), and the checkpoint holds the RNG state of both ranks.
+    """
+    runner_args, trainer_args = make_train_local(tmp_path / "out", "REPLICAS=2")
+    assert "--replicas=2" in runner_args and "--model-name-or-path=scratch" in trainer_args
+    job = run_local_job(tmp_path / "out", runner_args, trainer_args)
+    print(f"pytorch make train-local REPLICAS=2: {job.seconds:.1f} s")
+    assert job.returncode == 0, job.tail()
+    for name in ("workerpool0-0", "workerpool1-0"):
+        loaded = [line for line in job.lines(name) if "scratch-model; new" in line]
+        assert loaded, f"{name} did not load its scratch model:\n" + job.tail()
+    assert (job.output_dir / "model" / "model.safetensors").is_file()
+    assert job.reported_steps("workerpool0-0"), job.tail()
+
+    latest = checkpoints.latest_complete(str(job.output_dir / "checkpoints"))
+    assert latest is not None, job.tail()
+    listed = checkpoints.listed_files(latest)
+    assert {"rng_state_0.pth", "rng_state_1.pth"} <= set(listed), listed
+    assert "rng_state.pth" not in listed
+    # Cloud Logging shows raw escape codes: none in the default logs.
+    assert "\x1b[" not in job.output
+
+
 def test_two_replicas_train_and_only_the_chief_exports(tiny_bert, csv_data, tmp_path):
     job = run_local_job(tmp_path / "out", ["--replicas=2"], trainer_args(tiny_bert, csv_data, 2))
     print(f"pytorch REPLICAS=2 local run: {job.seconds:.1f} s")
@@ -48,6 +92,9 @@ def test_two_replicas_train_and_only_the_chief_exports(tiny_bert, csv_data, tmp_
     assert not any("Model exported to" in line for line in job.lines("workerpool1-0"))
     step = 2 * STEPS_PER_EPOCH
     assert final_state(job.output_dir) == (step, step, 2.0)
+    # Each rank's RNG state is in the checkpoint, not only those of the chief's node.
+    latest = checkpoints.latest_complete(str(job.output_dir / "checkpoints"))
+    assert {"rng_state_0.pth", "rng_state_1.pth"} <= set(checkpoints.listed_files(latest))
 
 
 def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tiny_bert, csv_data, tmp_path):

@@ -7,9 +7,21 @@ import logging
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 
-from conftest import base_args, hypertune_records, kill, start, wait
+import pytest
+from conftest import (
+    PROJECT,
+    base_args,
+    free_port,
+    hypertune_records,
+    kill,
+    start,
+    trainer_env,
+    wait,
+)
 
 from trainer import checkpoints, task
 
@@ -151,3 +163,59 @@ def test_checkpoint_minutes_request_a_save(tmp_path):
     now[0] = 61.0
     mirror.on_step_end(None, state, control)
     assert control.should_save
+
+
+AGREE = """
+import json, sys
+import torch.distributed as dist
+from trainer import resume
+dist.init_process_group("gloo")
+step, found = resume.agreed_checkpoint(sys.argv[1])
+print(json.dumps({"step": step, "path": found and found.path}))
+dist.destroy_process_group()
+"""
+
+
+def _agree(roots) -> list[dict]:
+    """What ``resume.agreed_checkpoint`` returns on each of two gloo ranks, one root each."""
+    port = str(free_port())
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", AGREE, str(root)],
+            cwd=PROJECT,
+            env=trainer_env(
+                RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank, root in enumerate(roots)
+    ]
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_nodes_agree_on_one_checkpoint_when_their_newest_differ(tmp_path):
+    """Node 1 does not see step 8 complete yet (or at all): both resume from step 4."""
+    node0, node1, empty = tmp_path / "node0", tmp_path / "node1", tmp_path / "empty"
+    for root, complete in ((node0, (4, 8)), (node1, (4,))):
+        for step in (4, 8):
+            folder = _fake_checkpoint(root / f"checkpoint-{step}")
+            if step in complete:
+                checkpoints.mark_complete(folder, step)
+    os.makedirs(empty)
+
+    results = _agree([node0, node1])
+    assert [r["step"] for r in results] == [4, 4]
+    assert results[0]["path"] == str(node0 / "checkpoint-4")
+    assert results[1]["path"] == str(node1 / "checkpoint-4")
+
+    # A node with no usable checkpoint at all: every node starts afresh.
+    assert [r["step"] for r in _agree([node0, empty])] == [-1, -1]

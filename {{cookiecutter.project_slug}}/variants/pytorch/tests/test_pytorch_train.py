@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import os
+import random
+import shutil
 
 import pytest
-from conftest import MAX_SEQ_LENGTH, base_args, hypertune_records
+from conftest import MAX_SEQ_LENGTH, base_args, hypertune_records, start, wait, write_csv
 
-from trainer import predict, task
+from trainer import data, predict, task
 
 
 def _eval_labels(path: str) -> list[str]:
@@ -103,16 +105,105 @@ def test_missing_file_is_one_line_error(tiny_bert, csv_data, tmp_path, capsys):
     assert not (job / "model").exists()
 
 
-def test_scratch_vocabulary_is_the_same_every_time(tmp_path):
-    """Replicas and restarted runs rebuild the scratch model: token ids must not change."""
+def test_scratch_model_is_the_same_every_time(tmp_path):
+    """Every node and every restarted run builds the scratch model: same token ids, same weights."""
+    import torch
+    from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
     from trainer import data, model
 
     texts = data.synthetic_examples(200, seed=3)["text"]
-    vocabularies = []
+    vocabularies, weights = [], []
     for name in ("first", "second"):
+        torch.manual_seed(len(name))  # the caller's RNG state must not matter
         folder = model.build_scratch(texts, str(tmp_path / name), hidden_size=32, vocab_size=200)
         vocabularies.append(AutoTokenizer.from_pretrained(folder).get_vocab())
+        weights.append(load_file(os.path.join(folder, "model.safetensors")))
     assert vocabularies[0] == vocabularies[1]
     assert len(vocabularies[0]) > 50
+    assert weights[0].keys() == weights[1].keys() and len(weights[0]) > 10
+    assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
+
+
+def two_part_reviews(count: int, seed: int) -> dict[str, list]:
+    """A short review whose words give the label, then a long tail that says the opposite.
+
+    Truncated to 24 tokens a model sees only the first part; untruncated it also sees the tail.
+    """
+    rng = random.Random(seed)
+    texts, labels = [], []
+    for _ in range(count):
+        positive = rng.random() < 0.5
+        parts = []
+        for cues, fillers in (
+            (data.POSITIVE_WORDS if positive else data.NEGATIVE_WORDS, rng.randint(4, 10)),
+            (data.NEGATIVE_WORDS if positive else data.POSITIVE_WORDS, rng.randint(30, 50)),
+        ):
+            words = [rng.choice(data.FILLER_WORDS) for _ in range(fillers)]
+            for _ in range(3):
+                words.insert(rng.randrange(len(words) + 1), rng.choice(cues))
+            parts.append(" ".join(words))
+        texts.append(". ".join(parts).capitalize() + ".")
+        labels.append("positive" if positive else "negative")
+    return {"review": texts, "sentiment": labels}
+
+
+def accuracy_of_export(model_dir, csv_path) -> float:
+    """Ground truth: the exported folder loaded as a user would, predicting one row at a time."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    with open(csv_path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    hits = 0
+    for row in rows:
+        inputs = tokenizer(row["review"], truncation=True, return_tensors="pt")
+        with torch.inference_mode():
+            predicted = int(model(**inputs).logits.argmax(dim=-1))
+        hits += model.config.id2label[predicted] == row["sentiment"]
+    return hits / len(rows)
+
+
+def test_last_reported_value_is_the_exported_models_accuracy(tiny_bert, tmp_path):
+    """What Vertex takes for the trial (the last measurement) is the exported model's accuracy.
+
+    Also after a restart that resumes from the final checkpoint (the VM went away before the
+    export): that attempt trains no step but must still report, and export, the final model.
+    """
+    files = {
+        "train": write_csv(tmp_path / "train.csv", two_part_reviews(256, seed=11)),
+        "eval": write_csv(tmp_path / "eval.csv", two_part_reviews(96, seed=12)),
+    }
+    job = tmp_path / "job"
+    # Truncated to 24 tokens in training; the tiny model's own limit is 128.
+    argv = [*base_args(tiny_bert, files, job), "--max-seq-length=24", "--epochs=5"]
+    metrics = os.environ["CLOUD_ML_HP_METRIC_FILE"]
+    assert task.main(argv) == 0
+    records = hypertune_records(metrics)
+    assert [int(r["global_step"]) for r in records] == [16, 32, 48, 64, 80]
+    exported = accuracy_of_export(job / "model", files["eval"])
+    assert exported > 0.8, f"the tiny BERT did not learn the first parts: {records}"
+    assert float(records[-1]["accuracy"]) == pytest.approx(exported, abs=1e-9)
+
+    shutil.rmtree(job / "model")
+    os.remove(metrics)
+    assert task.main(argv) == 0
+    records = hypertune_records(metrics)
+    assert [int(r["global_step"]) for r in records] == [80]
+    exported = accuracy_of_export(job / "model", files["eval"])
+    assert float(records[-1]["accuracy"]) == pytest.approx(exported, abs=1e-9)
+
+
+@pytest.mark.slow
+def test_default_logs_have_no_colour_codes_or_load_report_table(smoke_args, tmp_path):
+    """Cloud Logging makes an entry of each line and shows escape codes raw."""
+    log_path = tmp_path / "run.log"
+    process = start([*smoke_args, f"--job-dir={tmp_path / 'job'}"], log_path)
+    assert wait(process, timeout=180) == 0, log_path.read_text()[-3000:]
+    log = log_path.read_text()
+    assert "\x1b" not in log
+    assert "LOAD REPORT" not in log and "MISSING" not in log
+    assert "new, randomly initialised: classifier" in log

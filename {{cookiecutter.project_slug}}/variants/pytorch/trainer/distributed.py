@@ -11,10 +11,10 @@ count nodes, so they are never used directly.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -56,15 +56,14 @@ def plan(cluster: runtime.Cluster, nproc_per_node: int = 0) -> Plan:
     return Plan(cluster.num_nodes, cluster.node_rank, processes, cluster.chief_address)
 
 
-def to_argv(args: argparse.Namespace) -> list[str]:
-    """Flags that reproduce ``args`` for the worker processes (hyphenated, ``--name=value``)."""
-    argv = []
-    for name, value in sorted(vars(args).items()):
-        flag = "--" + name.replace("_", "-")
-        if value is None or value is False:
-            continue
-        argv.append(flag if value is True else f"{flag}={value}")
-    return argv
+def worker_argv(extra: Sequence[str] = (), argv: Sequence[str] | None = None) -> list[str]:
+    """The command line of this process (``argv``: default ``sys.argv[1:]``) plus ``extra``.
+
+    The workers get the flags exactly as given, not rebuilt from the parsed values: that loses
+    what cannot be spelled back, e.g. ``--no-group-by-length`` would turn the default on again.
+    ``extra`` comes last, so it wins over the same flag given earlier.
+    """
+    return [*(sys.argv[1:] if argv is None else argv), *extra]
 
 
 def launch(job: Plan, argv: list[str]) -> int:

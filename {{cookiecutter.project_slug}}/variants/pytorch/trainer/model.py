@@ -7,13 +7,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from collections.abc import Iterable
 
+import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from trainer import cli, runtime
+
+logger = logging.getLogger(__name__)
 
 SCRATCH = "scratch"
 
@@ -46,12 +51,17 @@ def build_scratch(
     layers: int = 2,
     vocab_size: int = 4000,
     max_length: int = 512,
+    seed: int = 42,
 ) -> str:
     """Write a randomly initialised BERT and a WordPiece vocabulary made from ``texts``.
 
     It is loaded back with ``from_pretrained`` like any other model: the same code path, offline.
-    The same texts always give the same vocabulary, and the weights come from the seeded RNG.
+    The same texts and seed always give the same vocabulary and weights, so every node of a
+    job, and every restart, builds the identical model. The weights are written with
+    ``safetensors`` directly: ``save_pretrained`` writes nothing on a process whose global
+    rank is not 0, so a node other than the chief would get a folder without weights.
     """
+    from safetensors.torch import save_file
     from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import WordPiece
     from transformers import BertConfig, BertModel, BertTokenizerFast
@@ -80,7 +90,13 @@ def build_scratch(
         intermediate_size=4 * hidden_size,
         max_position_embeddings=max_length,
     )
-    BertModel(config).save_pretrained(folder)
+    config.architectures = [BertModel.__name__]
+    with torch.random.fork_rng(devices=[]):  # leave the caller's RNG alone
+        torch.manual_seed(seed)
+        weights = BertModel(config).state_dict()
+    config.save_pretrained(folder)
+    tensors = {name: tensor.contiguous() for name, tensor in weights.items()}
+    save_file(tensors, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
     return folder
 
 
@@ -112,17 +128,57 @@ def load_tokenizer(name_or_path: str):
 
 
 def load_model(name_or_path: str, label_names: list[str]):
-    """A sequence classifier with one output per class, named after the data's labels."""
+    """A sequence classifier with one output per class, named after the data's labels.
+
+    transformers logs a multi-line table with terminal colour codes for every new or unused
+    weight (always the case here: the classifier head is new); 4.x logs paragraphs. Cloud
+    Logging shows that as one entry per line with raw escape codes, so it is silenced and
+    summed up in one line.
+    """
+    report_logger = hf_logging.get_logger("transformers.modeling_utils")
+    report_logger.addFilter(_drop_load_report)
     try:
-        return AutoModelForSequenceClassification.from_pretrained(
+        model, info = AutoModelForSequenceClassification.from_pretrained(
             resolve(name_or_path),
             num_labels=len(label_names),
             id2label=dict(enumerate(label_names)),
             label2id={name: index for index, name in enumerate(label_names)},
             # A checkpoint fine-tuned for another number of classes gets a fresh head.
             ignore_mismatched_sizes=True,
+            output_loading_info=True,
         )
     except (OSError, ValueError) as error:
         raise cli.InputError(
             f"--model-name-or-path {name_or_path}: cannot load the model ({_first_line(error)})"
         ) from None
+    finally:
+        report_logger.removeFilter(_drop_load_report)
+    _log_loading(name_or_path, info)
+    return model
+
+
+def _drop_load_report(record: logging.LogRecord) -> bool:
+    """False for the report of new and unused weights: the 5.x table, the 4.x paragraphs.
+
+    Other warnings of loading still show. (Raising the logger's level instead would also
+    switch on transformers 5's warnings about tensor-parallel plans.)
+    """
+    if record.funcName == "log_state_dict_report":
+        return False
+    return not str(record.msg).startswith("Some weights of")
+
+
+def _modules(keys) -> str:
+    """``classifier.weight``, ``classifier.bias`` -> ``classifier``: one name per module."""
+    return ", ".join(sorted({key.rsplit(".", 1)[0] for key in keys}))
+
+
+def _log_loading(name_or_path: str, info: dict) -> None:
+    new = set(info.get("missing_keys", ())) | {key[0] for key in info.get("mismatched_keys", ())}
+    unused = set(info.get("unexpected_keys", ()))
+    if new:
+        logger.info("Loaded %s; new, randomly initialised: %s", name_or_path, _modules(new))
+    else:
+        logger.info("Loaded %s; every weight came from it", name_or_path)
+    if unused:
+        logger.info("Not used from %s: %s", name_or_path, _modules(unused))

@@ -6,6 +6,11 @@ newer ``checkpoint-N``) and silently starts a fresh optimizer when ``optimizer.p
 So the Trainer writes to local disk, :class:`MirrorCheckpoints` copies each finished checkpoint
 to the checkpoint dir with the ``COMPLETE`` marker of ``trainer.checkpoints``, and at start the
 newest checkpoint that has its marker and passes :func:`validate` is copied back to local disk.
+
+On a job of several nodes each rank writes its own RNG state (``rng_state_<rank>.pth``) into
+its node's local checkpoint; every node adds its ranks' files to the published checkpoint
+before rank 0 writes the marker, so a resume restores every rank's RNG. At start the nodes
+agree on one checkpoint (:func:`agreed_checkpoint`) before any of them loads it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import glob
 import json
 import logging
 import os
+import shutil
 
 import torch
 import torch.distributed as dist
@@ -25,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 REQUIRED = ("optimizer.pt", "scheduler.pt")
+RNG_STATES = "rng_state_*.pth"  # one per rank (rng_state.pth when a single process trains)
 # Under DDP the time-based save is agreed on by all ranks, checked every this many steps.
 SYNC_EVERY_STEPS = 20
 
@@ -53,22 +60,74 @@ def validate(path: str) -> None:
         torch.load(file, map_location="cpu", weights_only=True)
 
 
-def restore_latest(checkpoint_dir: str, local_root: str) -> str | None:
-    """Copy the newest usable checkpoint to ``local_root/checkpoint-N``; its path, or None."""
-    found = checkpoints.latest_complete(checkpoint_dir, validate=validate)
-    if found is None:
-        return None
-    destination = os.path.join(local_root, f"{checkpoints.PREFIX}{found.step}")
-    checkpoints.restore(found, destination)
-    logger.info(
-        "Restored checkpoint %s (global step %d) to %s", found.path, found.step, destination
-    )
-    return destination
+def _distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+# What a rank that does not look offers: larger than any step, so it never decides the minimum.
+_ABSTAIN = 2**62
+
+
+def agreed_checkpoint(
+    checkpoint_dir: str, looks: bool = True, device=None
+) -> tuple[int, checkpoints.Checkpoint | None]:
+    """The step every node resumes from (-1: none), and this node's copy of it if it looks.
+
+    Each node may see a different newest checkpoint (one published while another node was
+    listing, a stale listing of the /gcs/ mount, a copy that fails validation on one node), and
+    nodes that load different steps train on silently diverged models. So one rank per node
+    (``looks``) offers its newest usable step; while the offers differ, every node offers
+    again its newest usable step at or below the smallest offer. Every rank must call this.
+    """
+    bound = None
+    while True:
+        found = None
+        if looks:
+            found = checkpoints.latest_complete(checkpoint_dir, validate=validate, max_step=bound)
+        if not _distributed():
+            return (found.step if found else -1), found
+        step = found.step if found else -1
+        offer = [step, -step] if looks else [_ABSTAIN, _ABSTAIN]
+        offers = torch.tensor(offer, dtype=torch.int64, device=device)
+        dist.all_reduce(offers, op=dist.ReduceOp.MIN)
+        lowest, highest = int(offers[0]), -int(offers[1])
+        if lowest == highest:
+            return lowest, found
+        if lowest < 0:  # a node has no usable checkpoint at all: every node starts afresh
+            logger.warning("Not resuming: some node has no usable checkpoint")
+            return -1, None
+        logger.warning(
+            "Nodes offer checkpoints between steps %d and %d: looking at or below %d",
+            lowest,
+            highest,
+            lowest,
+        )
+        bound = lowest
+
+
+def restore_agreed(checkpoint_dir: str, local_root: str, looks: bool, device=None) -> str | None:
+    """Copy the agreed checkpoint to ``local_root/checkpoint-N`` once per node; its path.
+
+    ``looks``: this rank reads the checkpoint dir and writes ``local_root`` for its node (the
+    node's local rank 0); the node's other ranks wait for it and use the same folder.
+    """
+    step, found = agreed_checkpoint(checkpoint_dir, looks, device)
+    destination = os.path.join(local_root, f"{checkpoints.PREFIX}{step}")
+    if looks:
+        shutil.rmtree(local_root, ignore_errors=True)
+        if found is not None:
+            checkpoints.restore(found, destination)
+            logger.info(
+                "Restored checkpoint %s (global step %d) to %s", found.path, step, destination
+            )
+    if _distributed():
+        dist.barrier()
+    return destination if step >= 0 else None
 
 
 def _agree(flag: bool, args) -> bool:
     """Rank 0's ``flag`` on every rank, so that all ranks save the same checkpoints."""
-    if not (dist.is_available() and dist.is_initialized()):
+    if not _distributed():
         return flag
     value = torch.tensor([int(flag)], device=args.device)
     dist.broadcast(value, src=0)
@@ -84,21 +143,41 @@ class MirrorCheckpoints(TrainerCallback):
         self.keep = keep
 
     def on_step_end(self, args, state, control, **kwargs):
-        distributed = dist.is_available() and dist.is_initialized()
-        if distributed and state.global_step % SYNC_EVERY_STEPS:
+        if _distributed() and state.global_step % SYNC_EVERY_STEPS:
             return control
         if self.interval.seconds and _agree(self.interval.due(), args):
             control.should_save = True
         return control
 
     def on_save(self, args, state, control, **kwargs):
-        # Every rank writes its own RNG state into the checkpoint: wait for all of them.
-        if dist.is_available() and dist.is_initialized():
-            dist.barrier()
+        step = state.global_step
+        source = os.path.join(args.output_dir, f"{checkpoints.PREFIX}{step}")
+        if _distributed():
+            self._gather_rng_states(source, state)
         self.interval.reset()
         if state.is_world_process_zero:
-            step = state.global_step
-            source = os.path.join(args.output_dir, f"{checkpoints.PREFIX}{step}")
             checkpoints.publish(source, self.checkpoint_dir, step, {"epoch": state.epoch})
             checkpoints.prune(self.checkpoint_dir, keep=self.keep)
         return control
+
+    def _gather_rng_states(self, source: str, state) -> None:
+        """Put the other nodes' ``rng_state_<rank>.pth`` files into the checkpoint dir.
+
+        Every rank saved its RNG state in its node's local checkpoint, but only rank 0 publishes
+        its folder. So, before rank 0 publishes and writes the marker (which then vouches for
+        these files too), each other node copies its ranks' files: one writer per file.
+        """
+        destination = checkpoints.path_for(self.checkpoint_dir, state.global_step)
+        dist.barrier()  # every rank has written its RNG state
+        if state.is_world_process_zero:
+            # A marker from an earlier attempt at this step must not vouch for a mix of files.
+            stale_marker = os.path.join(destination, checkpoints.MARKER)
+            if os.path.exists(stale_marker):
+                os.remove(stale_marker)
+        dist.barrier()
+        if state.is_local_process_zero and not state.is_world_process_zero:
+            os.makedirs(destination, exist_ok=True)
+            names = [os.path.basename(p) for p in glob.glob(os.path.join(source, RNG_STATES))]
+            checkpoints.copy_files(source, destination, names)
+            shutil.rmtree(source, ignore_errors=True)  # nothing else of this node's is in it
+        dist.barrier()

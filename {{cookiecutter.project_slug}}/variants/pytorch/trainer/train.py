@@ -4,7 +4,8 @@
 multi-replica Vertex job, it relaunches ``trainer.task`` under torchrun (``trainer.distributed``)
 and each of those processes trains one DDP rank here. Checkpoints are mirrored to the checkpoint
 dir for restarts (``trainer.resume``), eval accuracy goes to hyperparameter tuning, and rank 0
-exports the model with ``save_pretrained``.
+exports the model with ``save_pretrained``. The last value reported for tuning is always the
+exported model's accuracy on the eval set.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import tempfile
 import datasets
 import torch
 import torch.distributed as dist
-import transformers
 from transformers import (
     DataCollatorWithPadding,
     Trainer,
@@ -28,9 +28,11 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
+from transformers.utils import logging as hf_logging
 
 from trainer import checkpoints, cli, data, distributed, hptune, resume, runtime
 from trainer import model as models
+from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +40,8 @@ DESCRIPTION = (
     "Fine-tune a BERT-family model (Hugging Face transformers) for text classification; "
     "IMDB sentiment by default."
 )
-METRIC = "accuracy"  # the HPT metric id in vertex.yaml
 KEEP_CHECKPOINTS = 2  # never fewer than 2: a corrupt newest one still leaves one to resume from
+SCRATCH_MODEL = "scratch-model"  # the folder of --model-name-or-path=scratch in the work dir
 
 
 def add_arguments(parser) -> None:
@@ -140,10 +142,13 @@ def _check(args) -> None:
 
 
 def run(args) -> int:
+    """Train on this replica: in this process, or in torchrun workers when there are several.
+
+    The workers run this process's own command line (``python -m trainer.task ...``) plus
+    what only the launcher knows: the node's scratch folder and the scratch model built in it.
+    """
     _check(args)
-    # Progress bars flood Cloud Logging (one line per refresh); log lines say the same.
-    datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
+    _plain_logs()
     _check_output_dirs(args)
     if distributed.is_worker():
         return _train(args, args.local_dir or _torchrun_scratch())
@@ -152,10 +157,32 @@ def run(args) -> int:
         with _scratch(args.local_dir) as work_dir:
             return _train(args, work_dir)
     # Check the data once before starting processes (this also downloads it once per node).
-    data.load_raw(args)
+    raw = data.load_raw(args)
     with _scratch(args.local_dir) as work_dir:
-        args.local_dir = work_dir
-        return distributed.launch(job, distributed.to_argv(args))
+        extra = [f"--local-dir={work_dir}"]
+        if args.model_name_or_path == models.SCRATCH:
+            # Once per node, before the workers start; the same model on every node.
+            path = _build_scratch(args, raw, os.path.join(work_dir, SCRATCH_MODEL))
+            extra.append(f"--model-name-or-path={path}")
+        return distributed.launch(job, distributed.worker_argv(extra))
+
+
+def _plain_logs() -> None:
+    """One line per message, all in one format: Cloud Logging makes an entry of each line.
+
+    No progress bars (a line per refresh), and transformers' messages go through the root
+    logger's format instead of its own ``[transformers]`` handler.
+    """
+    datasets.disable_progress_bars()
+    hf_logging.disable_progress_bar()
+    hf_logging.disable_default_handler()
+    hf_logging.enable_propagation()
+
+
+def _build_scratch(args, raw: data.RawData, folder: str) -> str:
+    texts = raw.train[raw.text_column]
+    max_length = max(512, args.max_seq_length)
+    return models.build_scratch(texts, folder, max_length=max_length, seed=args.seed)
 
 
 def _check_output_dirs(args) -> None:
@@ -267,12 +294,17 @@ class ReportMetric(TrainerCallback):
 
     def __init__(self, reporter: hptune.MetricReporter):
         self.reporter = reporter
+        self.last_step = None  # the step of this run's last report
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         value = (metrics or {}).get(f"eval_{self.reporter.tag}")
         if value is not None:
-            self.reporter.report(value, state.global_step)
+            self.report(value, state.global_step)
         return control
+
+    def report(self, value: float, step: int) -> None:
+        self.reporter.report(value, step)
+        self.last_step = step
 
 
 class LogProgress(TrainerCallback):
@@ -330,28 +362,27 @@ def _train(args, work_dir: str) -> int:
     with training_args.main_process_first(local=True, desc="data and model"):
         raw = data.load_raw(args)
         model_path = args.model_name_or_path
-        if model_path == models.SCRATCH:  # built from the training texts: no download
-            model_path = os.path.join(work_dir, "scratch-model")
+        if model_path == models.SCRATCH:  # one process, or the user's own torchrun
+            model_path = os.path.join(work_dir, SCRATCH_MODEL)
             if training_args.local_process_index == 0:
-                texts = raw.train[raw.text_column]
-                models.build_scratch(texts, model_path, max_length=max(512, args.max_seq_length))
+                _build_scratch(args, raw, model_path)
         tokenizer = models.load_tokenizer(model_path)
         train_set, eval_set = data.tokenize(
             raw, tokenizer, args.max_seq_length, args.pad_to_max_length
         )
         model = models.load_model(model_path, raw.label_names)
-    with training_args.main_process_first(local=True, desc="restore checkpoint"):
-        resume_root = os.path.join(work_dir, "resume")
-        if training_args.local_process_index == 0:
-            shutil.rmtree(resume_root, ignore_errors=True)
-            resume.restore_latest(dirs.checkpoint_dir, resume_root)
-    restored = [c.path for c in checkpoints.list_checkpoints(resume_root)]
-    resume_from = restored[-1] if restored else None
+    resume_from = resume.restore_agreed(
+        dirs.checkpoint_dir,
+        os.path.join(work_dir, "resume"),
+        looks=training_args.local_process_index == 0,
+        device=training_args.device,
+    )
     if resume_from and is_rank0:
         logger.info("Resuming from %s", os.path.basename(resume_from))
 
+    report = ReportMetric(hptune.MetricReporter(METRIC, enabled=is_rank0))
     callbacks = [
-        ReportMetric(hptune.MetricReporter(METRIC, enabled=is_rank0)),
+        report,
         resume.MirrorCheckpoints(dirs.checkpoint_dir, args.checkpoint_minutes, KEEP_CHECKPOINTS),
         LogProgress(),
     ]
@@ -372,25 +403,43 @@ def _train(args, work_dir: str) -> int:
         callbacks=callbacks,
     )
     trainer.train(resume_from_checkpoint=resume_from)
-    step = trainer.state.global_step
-    evaluated = any(
-        f"eval_{METRIC}" in entry and entry.get("step") == step
-        for entry in trainer.state.log_history
-    )
-    if not evaluated:  # the last step was not an evaluation step: measure the final model
-        trainer.evaluate()
+    _report_final_model(trainer, report)
 
     if is_rank0:
-        export(trainer.model, tokenizer, dirs.model_dir, os.path.join(work_dir, "export"))
+        staging = os.path.join(work_dir, "export")
+        export(trainer.model, tokenizer, dirs.model_dir, staging, args.max_seq_length)
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
     return 0
 
 
-def export(model, tokenizer, model_dir: str, staging: str) -> None:
-    """``save_pretrained`` locally, then copy file by file into the model dir (gs:// via /gcs/)."""
+def _report_final_model(trainer: Trainer, report: ReportMetric) -> None:
+    """Make the last reported value the accuracy of the model that is exported.
+
+    Vertex takes the last measurement of a trial (vertex.yaml: ``measurement_selection: last``).
+    The decision uses the log history, the same on every rank, since evaluating is collective.
+    """
+    step = trainer.state.global_step
+    key = f"eval_{METRIC}"
+    values = [e[key] for e in trainer.state.log_history if key in e and e.get("step") == step]
+    if not values:  # the last step was not an evaluation step: measure the final model
+        trainer.evaluate()
+    elif report.last_step != step:
+        # Resumed from the final checkpoint (a restart before the export): the final model's
+        # accuracy was measured, and reported, by the earlier attempt.
+        report.report(values[-1], step)
+
+
+def export(model, tokenizer, model_dir: str, staging: str, max_length: int | None = None) -> None:
+    """``save_pretrained`` locally, then copy file by file into the model dir (gs:// via /gcs/).
+
+    ``max_length``: the truncation used in training and evaluation, kept as the tokenizer's
+    ``model_max_length`` so that predictions truncate the way the reported metric did.
+    """
     shutil.rmtree(staging, ignore_errors=True)
+    if max_length:
+        tokenizer.model_max_length = max_length
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     checkpoints.copy_files(staging, runtime.local_path(model_dir))
