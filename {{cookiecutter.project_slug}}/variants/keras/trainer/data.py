@@ -3,8 +3,9 @@
 Every source yields ``(image, label)`` with ``image`` a float32 ``[size, size, 3]`` tensor of
 pixel values in 0..255 (the exported model takes the same), and ``label`` an int32 class index.
 Pipelines are built per worker from a ``tf.distribute.InputContext``: each worker reads only its
-own shard of the files, batches with the per-replica batch size and prefetches, so the global
-batch is ``per-replica batch x replicas``.
+own shard of the examples, batches with the per-replica batch size and prefetches, so the global
+batch is ``per-replica batch x replicas``. Every evaluation sees each eval example exactly once,
+whatever the batch size and number of workers.
 """
 
 from __future__ import annotations
@@ -203,11 +204,18 @@ def image_folders(
 # --- TensorFlow Datasets ----------------------------------------------------------------------
 
 
-def _tfds_builder(spec: str, flag: str, data_dir: str | None):
+def run_here(action: Callable[[], None]) -> None:
+    """The ``chief_first`` of a single task: just run ``action``."""
+    action()
+
+
+def _tfds_builder(spec: str, flag: str, data_dir: str | None, chief_first: Callable = run_here):
     """The prepared builder and the split named by ``tfds:<name>[:<split>]`` (or None).
 
     ``data_dir`` (default ``$TFDS_DATA_DIR`` or ~/tensorflow_datasets) may be a gs:// folder,
-    so a dataset is downloaded and prepared once, not by every job.
+    so a dataset is downloaded and prepared once, not by every job. ``chief_first(action)`` runs
+    the preparation on the chief while the other workers wait, then on them (they find the data
+    ready): workers of one job never download into the same folder at once.
     """
     try:
         import tensorflow_datasets as tfds
@@ -218,22 +226,40 @@ def _tfds_builder(spec: str, flag: str, data_dir: str | None):
         raise cli.InputError(f"{flag} {spec}: expected tfds:<name> or tfds:<name>:<split>")
     try:
         builder = tfds.builder(name, data_dir=data_dir)
-        builder.download_and_prepare()
     except Exception as error:  # noqa: BLE001 - any TFDS failure is a data problem for the user
         raise cli.InputError(f"{flag} {spec}: {error}") from None
+
+    def prepare() -> None:
+        try:
+            builder.download_and_prepare()
+        except Exception as error:  # noqa: BLE001 - as above
+            raise cli.InputError(f"{flag} {spec}: {error}") from None
+
+    chief_first(prepare)
     if "label" not in builder.info.features or "image" not in builder.info.features:
         raise cli.InputError(f"{flag} {spec}: not an image classification dataset")
     return builder, split or None
 
 
 def _tfds_source(builder, split: str, image_size: int, training: bool) -> Source:
-    """One split (slices such as ``train[:90%]`` too), sharded by TFDS's own file sharding."""
+    """One split (slices such as ``train[:90%]`` too), sharded across workers.
+
+    Training data is sharded by files (each worker reads its own files) when there are at
+    least as many files as workers; eval data, and training data in fewer files, by examples:
+    ``tfds.even_splits`` gives each worker its own contiguous, disjoint part of the split.
+    """
     import tensorflow_datasets as tfds
 
     class_names = tuple(builder.info.features["label"].names)
-    size = builder.info.splits[split].num_examples
+    info = builder.info.splits[split]
+    size = info.num_examples
+    files = len(info.file_instructions)
 
     def shard(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        workers = context.num_input_pipelines
+        if workers > 1 and (not training or files < workers):
+            part = tfds.even_splits(split, n=workers)[context.input_pipeline_id]
+            return builder.as_dataset(split=part, as_supervised=True, shuffle_files=training)
         read_config = tfds.ReadConfig(input_context=context)
         return builder.as_dataset(
             split=split, as_supervised=True, shuffle_files=training, read_config=read_config
@@ -256,15 +282,16 @@ def tfds_sources(
     image_size: int,
     validation_split: float,
     data_dir: str | None = None,
+    chief_first: Callable = run_here,
 ) -> tuple[Source, Source]:
     """Train on ``spec``'s split (default ``train``); evaluate on ``eval_spec``, else on the
     ``validation`` or ``test`` split, else on a held-out slice of the training split."""
-    builder, split = _tfds_builder(spec, "--train-data", data_dir)
+    builder, split = _tfds_builder(spec, "--train-data", data_dir, chief_first)
     split = split or "train"
     if eval_spec:
         if not eval_spec.startswith(TFDS_PREFIX):
             raise cli.InputError(f"--eval-data {eval_spec}: with tfds training data use tfds:")
-        eval_builder, eval_split = _tfds_builder(eval_spec, "--eval-data", data_dir)
+        eval_builder, eval_split = _tfds_builder(eval_spec, "--eval-data", data_dir, chief_first)
         if eval_split is None:
             raise cli.InputError(f"--eval-data {eval_spec}: name the split, tfds:<name>:<split>")
     else:
@@ -293,12 +320,15 @@ def sources(
     synthetic_examples: int,
     synthetic_classes: int,
     tfds_data_dir: str | None = None,
+    chief_first: Callable = run_here,
 ) -> tuple[Source, Source]:
     """The train and eval sources for the ``--train-data`` / ``--eval-data`` values."""
     train_data = train_data or SYNTHETIC
     eval_data = eval_data or None
     if train_data.startswith(TFDS_PREFIX):
-        return tfds_sources(train_data, eval_data, image_size, validation_split, tfds_data_dir)
+        return tfds_sources(
+            train_data, eval_data, image_size, validation_split, tfds_data_dir, chief_first
+        )
     if train_data != SYNTHETIC:
         if eval_data == SYNTHETIC:
             raise cli.InputError("--eval-data synthetic goes with --train-data synthetic only")
@@ -328,24 +358,33 @@ def training_dataset(
     return images.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
-def eval_steps(source: Source, global_batch: int) -> int:
-    return max(1, math.ceil(source.size / global_batch))
+def eval_steps(size: int, workers: int, global_batch: int) -> int:
+    """Steps of one eval pass: enough for the largest worker's shard, ceil(size / workers)."""
+    per_worker = global_batch // workers  # per-replica batch x this worker's replicas
+    return max(1, math.ceil(math.ceil(size / workers) / per_worker))
 
 
 def eval_dataset(
-    source: Source, context: tf.distribute.InputContext, global_batch: int
+    source: Source, context: tf.distribute.InputContext, global_batch: int, image_size: int
 ) -> tf.data.Dataset:
-    """This worker's eval shard, padded to exactly ``eval_steps`` batches per pass, repeated.
+    """This worker's eval shard, each example once per pass, then empty batches; repeated.
 
-    ``fit`` keeps one eval iterator for the whole run, so every pass must have the same
-    length: then every epoch is evaluated on exactly the same images.
+    ``fit`` keeps one eval iterator for the whole run and every worker runs the same number of
+    steps, so every pass has exactly ``eval_steps`` batches per replica. A short shard is
+    filled with empty batches, which add nothing to the loss or the metrics: each eval example
+    counts exactly once, whatever the batch size and number of workers. (Repeating examples
+    to fill the batches would make the accuracy depend on the batch size.)
     """
     batch = context.get_per_replica_batch_size(global_batch)
-    local_replicas = max(1, context.num_replicas_in_sync // context.num_input_pipelines)
-    per_pass = eval_steps(source, global_batch) * local_replicas * batch
-    keys = source.shard(context).repeat().take(per_pass)
-    images = keys.map(source.load, num_parallel_calls=tf.data.AUTOTUNE).batch(batch)
-    return images.repeat().prefetch(tf.data.AUTOTUNE)
+    workers = context.num_input_pipelines
+    local_replicas = max(1, context.num_replicas_in_sync // workers)
+    batches = eval_steps(source.size, workers, global_batch) * local_replicas
+    images = source.shard(context).map(source.load, num_parallel_calls=tf.data.AUTOTUNE)
+    empty = tf.data.Dataset.from_tensors(
+        (tf.zeros([0, image_size, image_size, 3]), tf.zeros([0], tf.int32))
+    )
+    one_pass = images.batch(batch).concatenate(empty.repeat()).take(batches)
+    return one_pass.repeat().prefetch(tf.data.AUTOTUNE)
 
 
 def log_summary(train: Source, evaluation: Source) -> None:
