@@ -168,3 +168,32 @@ def test_trains_on_a_tfds_dataset(tmp_path, metrics_file):
     assert train(argv) == 0
     assert reported_epochs(metrics_file) == [1]
     assert (job / "model" / "saved_model.pb").is_file()
+
+
+def numbers(dataset) -> list[int]:
+    """The example numbers (pixel values) a (image, label) dataset yields."""
+    return [int(image[0, 0, 0]) for image, _ in dataset.as_numpy_iterator()]
+
+
+def test_tfds_shards_by_example_when_files_are_fewer_than_workers(tmp_path):
+    """40 examples in one file, two workers: TFDS cannot give each a file, so each worker
+    reads its own half of the examples, and the eval slice is split exactly."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    import tfds_numbered
+
+    data_dir = str(tmp_path / "tfds")
+    train_source, eval_source = data.tfds_sources(
+        f"tfds:{tfds_numbered.NAME}", None, 4, 0.25, data_dir
+    )
+    assert (train_source.size, eval_source.size) == (30, 10)
+    builder = tfds.builder(tfds_numbered.NAME, data_dir=data_dir)
+    assert len(builder.info.splits["train"].file_instructions) == 1
+    whole = {}
+    for source, split in ((train_source, "train[:75%]"), (eval_source, "train[75%:]")):
+        whole[split] = numbers(builder.as_dataset(split=split, as_supervised=True))
+        shards = [
+            numbers(source.shard(tf.distribute.InputContext(2, index, 2))) for index in range(2)
+        ]
+        assert all(shards), "a worker got no examples"
+        assert sorted(shards[0] + shards[1]) == sorted(whole[split])
+    assert sorted(whole["train[:75%]"] + whole["train[75%:]"]) == list(range(40))

@@ -204,9 +204,9 @@ def image_folders(
 # --- TensorFlow Datasets ----------------------------------------------------------------------
 
 
-def run_here(action: Callable[[], None]) -> None:
-    """The ``chief_first`` of a single task: just run ``action``."""
-    action()
+def run_here(action: Callable):
+    """The ``chief_first`` of a single task: just run ``action``, return its result."""
+    return action()
 
 
 def _tfds_builder(spec: str, flag: str, data_dir: str | None, chief_first: Callable = run_here):
@@ -215,7 +215,7 @@ def _tfds_builder(spec: str, flag: str, data_dir: str | None, chief_first: Calla
     ``data_dir`` (default ``$TFDS_DATA_DIR`` or ~/tensorflow_datasets) may be a gs:// folder,
     so a dataset is downloaded and prepared once, not by every job. ``chief_first(action)`` runs
     the preparation on the chief while the other workers wait, then on them (they find the data
-    ready): workers of one job never download into the same folder at once.
+    ready), and returns its result: workers of one job never download into one folder at once.
     """
     try:
         import tensorflow_datasets as tfds
@@ -224,18 +224,17 @@ def _tfds_builder(spec: str, flag: str, data_dir: str | None, chief_first: Calla
     name, _, split = spec[len(TFDS_PREFIX) :].partition(":")
     if not name:
         raise cli.InputError(f"{flag} {spec}: expected tfds:<name> or tfds:<name>:<split>")
-    try:
-        builder = tfds.builder(name, data_dir=data_dir)
-    except Exception as error:  # noqa: BLE001 - any TFDS failure is a data problem for the user
-        raise cli.InputError(f"{flag} {spec}: {error}") from None
 
-    def prepare() -> None:
+    def prepare():
+        # Made here, after the chief prepared: a builder made before the data existed has no splits.
         try:
+            builder = tfds.builder(name, data_dir=data_dir)
             builder.download_and_prepare()
-        except Exception as error:  # noqa: BLE001 - as above
+        except Exception as error:  # noqa: BLE001 - any TFDS failure is a data problem
             raise cli.InputError(f"{flag} {spec}: {error}") from None
+        return builder
 
-    chief_first(prepare)
+    builder = chief_first(prepare)
     if "label" not in builder.info.features or "image" not in builder.info.features:
         raise cli.InputError(f"{flag} {spec}: not an image classification dataset")
     return builder, split or None

@@ -145,17 +145,18 @@ def _checkpoint_root(dirs: runtime.OutputDirs, cluster: runtime.Cluster) -> str:
 
 
 def chief_first(consensus: resume.Consensus, is_chief: bool):
-    """``call(action)``: the chief runs ``action`` while the other tasks wait, then they do.
+    """``call(action)``: the chief runs ``action`` while the other tasks wait, then they do;
+    returns its result.
 
     For work on shared storage, such as preparing a TFDS dataset: the others then find it done.
     An input error on the chief stops every task (without waiting forever for it).
     """
 
-    def call(action) -> None:
-        failure = None
+    def call(action):
+        result, failure = None, None
         if is_chief:
             try:
-                action()
+                result = action()
             except cli.InputError as error:
                 failure = error
         chief_failed = consensus.any(failure is not None)  # the other tasks wait here
@@ -163,8 +164,7 @@ def chief_first(consensus: resume.Consensus, is_chief: bool):
             raise failure
         if chief_failed:
             raise cli.InputError("the chief could not prepare the input data (see its log)")
-        if not is_chief:
-            action()
+        return result if is_chief else action()
 
     return call
 
