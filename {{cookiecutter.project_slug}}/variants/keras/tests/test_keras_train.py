@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 from conftest import PROJECT, TINY, read_metrics, reported_epochs, subprocess_env, train
 
 from trainer import checkpoints
@@ -156,3 +157,21 @@ def test_default_log_has_no_tensorflow_start_up_noise(tmp_path):
     assert "SavedModel written" in result.stderr  # our own log lines are there
     noise = [line for line in result.stderr.splitlines() if any(text in line for text in NOISE)]
     assert noise == []
+
+
+def test_metric_name_needs_no_tensorflow():
+    """Config checks read METRIC from trainer.metric without importing TensorFlow; it is the
+    metric id of vertex.yaml's study."""
+    code = (
+        "import sys; from trainer.metric import METRIC; print(METRIC, 'tensorflow' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    study = yaml.safe_load((PROJECT / "vertex.yaml").read_text())["hpt"]["metric"]["id"]
+    assert result.stdout.split() == [study, "False"]
