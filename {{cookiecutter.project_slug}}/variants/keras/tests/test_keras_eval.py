@@ -118,13 +118,15 @@ def test_rerun_after_the_last_epoch_reports_the_exported_model(tmp_path, folders
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_two_workers_count_each_eval_image_once(tmp_path, folders):
-    """Chief + worker (shards of 26 and 25 images, global batch 16) report the exported
-    model's accuracy on the 51 distinct images."""
+    """Chief + worker, shards of 26 and 25 images, 25 per replica: the chief evaluates batches
+    of 25 and 1, the worker 25 and an empty one. The chief reports the exported model's
+    accuracy on the 51 distinct images."""
     from test_keras_distributed import run_pair
 
     job = tmp_path / "job"
-    logs = run_pair(tmp_path, train_args(folders, job, 8), "eval")
-    assert "2 replica(s), global batch 16" in logs["chief"]
+    argv = [*train_args(folders, job, 25), "--steps-per-epoch=5"]
+    logs = run_pair(tmp_path, argv, "eval")
+    assert "2 replica(s), global batch 50" in logs["chief"]
     reported = [json.loads(line) for line in (tmp_path / "chief.metrics").read_text().splitlines()]
     truth = exported_accuracy(job / "model", folders[1])
     assert float(reported[-1][METRIC]) == pytest.approx(truth, abs=1e-6)

@@ -4,14 +4,12 @@ Every source yields ``(image, label)`` with ``image`` a float32 ``[size, size, 3
 pixel values in 0..255 (the exported model takes the same), and ``label`` an int32 class index.
 Pipelines are built per worker from a ``tf.distribute.InputContext``: each worker reads only its
 own shard of the examples, batches with the per-replica batch size and prefetches, so the global
-batch is ``per-replica batch x replicas``. Every evaluation sees each eval example exactly once,
-whatever the batch size and number of workers.
+batch is ``per-replica batch x replicas``. Evaluation reads every eval example exactly once.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -243,9 +241,9 @@ def _tfds_builder(spec: str, flag: str, data_dir: str | None, chief_first: Calla
 def _tfds_source(builder, split: str, image_size: int, training: bool) -> Source:
     """One split (slices such as ``train[:90%]`` too), sharded across workers.
 
-    Training data is sharded by files (each worker reads its own files) when there are at
-    least as many files as workers; eval data, and training data in fewer files, by examples:
-    ``tfds.even_splits`` gives each worker its own contiguous, disjoint part of the split.
+    By files (each worker reads its own files) when there are at least as many files as
+    workers, else by examples: ``tfds.even_splits`` gives each worker its own contiguous,
+    disjoint part of the split (TFDS refuses to shard fewer files than workers).
     """
     import tensorflow_datasets as tfds
 
@@ -256,7 +254,7 @@ def _tfds_source(builder, split: str, image_size: int, training: bool) -> Source
 
     def shard(context: tf.distribute.InputContext) -> tf.data.Dataset:
         workers = context.num_input_pipelines
-        if workers > 1 and (not training or files < workers):
+        if workers > 1 and files < workers:
             part = tfds.even_splits(split, n=workers)[context.input_pipeline_id]
             return builder.as_dataset(split=part, as_supervised=True, shuffle_files=training)
         read_config = tfds.ReadConfig(input_context=context)
@@ -357,33 +355,16 @@ def training_dataset(
     return images.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
-def eval_steps(size: int, workers: int, global_batch: int) -> int:
-    """Steps of one eval pass: enough for the largest worker's shard, ceil(size / workers)."""
-    per_worker = global_batch // workers  # per-replica batch x this worker's replicas
-    return max(1, math.ceil(math.ceil(size / workers) / per_worker))
+def eval_dataset(source: Source, batch: int) -> tf.data.Dataset:
+    """Every eval example exactly once, in batches of ``batch`` (the last one may be smaller).
 
-
-def eval_dataset(
-    source: Source, context: tf.distribute.InputContext, global_batch: int, image_size: int
-) -> tf.data.Dataset:
-    """This worker's eval shard, each example once per pass, then empty batches; repeated.
-
-    ``fit`` keeps one eval iterator for the whole run and every worker runs the same number of
-    steps, so every pass has exactly ``eval_steps`` batches per replica. A short shard is
-    filled with empty batches, which add nothing to the loss or the metrics: each eval example
-    counts exactly once, whatever the batch size and number of workers. (Repeating examples
-    to fill the batches would make the accuracy depend on the batch size.)
+    One task evaluates the whole set (see ``model.evaluate``): no shard is padded or repeated to
+    fill a batch, so the accuracy does not depend on the batch size or the number of workers.
     """
-    batch = context.get_per_replica_batch_size(global_batch)
-    workers = context.num_input_pipelines
-    local_replicas = max(1, context.num_replicas_in_sync // workers)
-    batches = eval_steps(source.size, workers, global_batch) * local_replicas
-    images = source.shard(context).map(source.load, num_parallel_calls=tf.data.AUTOTUNE)
-    empty = tf.data.Dataset.from_tensors(
-        (tf.zeros([0, image_size, image_size, 3]), tf.zeros([0], tf.int32))
+    images = source.shard(tf.distribute.InputContext()).map(
+        source.load, num_parallel_calls=tf.data.AUTOTUNE
     )
-    one_pass = images.batch(batch).concatenate(empty.repeat()).take(batches)
-    return one_pass.repeat().prefetch(tf.data.AUTOTUNE)
+    return images.batch(batch).prefetch(tf.data.AUTOTUNE)
 
 
 def log_summary(train: Source, evaluation: Source) -> None:

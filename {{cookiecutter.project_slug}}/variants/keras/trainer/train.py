@@ -121,20 +121,36 @@ def _strategy_name(strategy: tf.distribute.Strategy) -> str:
     return "Default strategy"
 
 
-class ReportMetric(keras.callbacks.Callback):
-    """Reports the eval accuracy at the end of every epoch, with global_step = epoch (1-based)."""
+class Evaluate(keras.callbacks.Callback):
+    """At the end of every epoch the chief evaluates on every eval image once, adds val_loss and
+    val_accuracy to the epoch's logs (TensorBoard, history) and reports the accuracy for
+    hyperparameter tuning with global_step = epoch (1-based).
 
-    def __init__(self, reporter: hptune.MetricReporter):
+    Only the chief evaluates, on its own: other workers go on to the next epoch and wait for it
+    at its first step. Keras's own validation would split the eval set into equal per-worker
+    batches, which needs padding, repeated images or empty batches.
+    """
+
+    def __init__(self, evaluate, reporter: hptune.MetricReporter, enabled: bool):
         super().__init__()
+        self.evaluate = evaluate
         self.reporter = reporter
+        self.enabled = enabled
 
     def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(f"val_{METRIC}")
-        if value is None:
-            logger.warning("No val_%s after epoch %d: nothing to report", METRIC, epoch + 1)
+        if not self.enabled:
             return
-        logger.info("Epoch %d: eval %s = %.4f", epoch + 1, METRIC, value)
-        self.reporter.report(value, epoch + 1)
+        results = self.evaluate()
+        if logs is not None:
+            logs.update({f"val_{name}": value for name, value in results.items()})
+        logger.info(
+            "Epoch %d: eval loss = %.4f, %s = %.4f",
+            epoch + 1,
+            results["loss"],
+            METRIC,
+            results[METRIC],
+        )
+        self.reporter.report(results[METRIC], epoch + 1)
 
 
 def _checkpoint_root(dirs: runtime.OutputDirs, cluster: runtime.Cluster) -> str:
@@ -228,22 +244,19 @@ def run(args: argparse.Namespace) -> int:
     _use_learning_rate(classifier.optimizer, args.learning_rate)
 
     checkpointing = resume.CheckpointCallback(state, args.checkpoint_minutes)
-    reporter = hptune.MetricReporter(METRIC, enabled=cluster.is_chief)
-    callbacks = [ReportMetric(reporter), checkpointing]
+    # The per-replica batch: the chief evaluates on one device.
+    eval_images = data.eval_dataset(eval_source, args.batch_size)
+    evaluation = Evaluate(
+        lambda: model.evaluate(classifier, eval_images),
+        hptune.MetricReporter(METRIC, enabled=cluster.is_chief),
+        enabled=cluster.is_chief,
+    )
+    callbacks = [evaluation, checkpointing]  # the logs get val_* before TensorBoard writes them
     if cluster.is_chief:
         callbacks.append(
             keras.callbacks.TensorBoard(
                 log_dir=dirs.tensorboard_dir, update_freq="epoch", profile_batch=0
             )
-        )
-
-    # One input pipeline per task under MultiWorkerMirroredStrategy, else one.
-    workers = cluster.num_nodes if cluster.is_distributed else 1
-    validation_steps = data.eval_steps(eval_source.size, workers, global_batch)
-
-    def validation():
-        return keras.utils.experimental.DatasetCreator(
-            lambda context: data.eval_dataset(eval_source, context, global_batch, image_size)
         )
 
     def fit(initial_epoch: int, epochs: int, steps: int) -> None:
@@ -256,8 +269,6 @@ def run(args: argparse.Namespace) -> int:
             epochs=epochs,
             initial_epoch=initial_epoch,
             steps_per_epoch=steps,
-            validation_data=validation(),
-            validation_steps=validation_steps,
             callbacks=callbacks,
             verbose=2,
         )
@@ -283,12 +294,7 @@ def run(args: argparse.Namespace) -> int:
         # The last value reported must be the exported model's (vertex.yaml scores a trial by
         # its last measurement), and this attempt may run on a fresh VM: evaluate once more.
         logger.info("All %d epochs are done: evaluating and exporting only", args.epochs)
-        results = classifier.evaluate(
-            validation(), steps=validation_steps, verbose=0, return_dict=True
-        )
-        value = results[METRIC]
-        logger.info("Eval %s of the trained model = %.4f", METRIC, value)
-        reporter.report(value, args.epochs)
+        evaluation.on_epoch_end(args.epochs - 1)
     _export(classifier, train_source.class_names, image_size, dirs.model_dir, cluster)
     return 0
 
