@@ -20,7 +20,7 @@ from trainer.metric import METRIC
 
 CLASSES = ("amber", "blue", "cyan")
 SIZE = 16
-EVAL_IMAGES = 51  # odd: two workers get shards of 26 and 25
+EVAL_IMAGES = 51  # odd, and no batch size used here divides it
 
 
 def write_images(root: Path, count: int, seed: int, mislabel_every: int = 0) -> None:
@@ -118,9 +118,9 @@ def test_rerun_after_the_last_epoch_reports_the_exported_model(tmp_path, folders
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_two_workers_count_each_eval_image_once(tmp_path, folders):
-    """Chief + worker, shards of 26 and 25 images, 25 per replica: the chief evaluates batches
-    of 25 and 1, the worker 25 and an empty one. The chief reports the exported model's
-    accuracy on the 51 distinct images."""
+    """Chief + worker, 25 images per replica (split across two workers, 51 eval images would
+    need a padded or empty batch): the chief reports the exported model's accuracy on the 51
+    distinct images."""
     from test_keras_distributed import run_pair
 
     job = tmp_path / "job"
