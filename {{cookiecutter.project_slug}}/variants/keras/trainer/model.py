@@ -8,6 +8,7 @@ tested multi-worker path.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import tensorflow as tf
 import tf_keras as keras
@@ -92,12 +93,13 @@ def build(
     return model
 
 
-def evaluate(model: keras.Model, dataset: tf.data.Dataset) -> dict[str, float]:
-    """Mean loss and accuracy over every example of ``dataset``, computed on this task alone.
+def evaluator(model: keras.Model) -> Callable[[tf.data.Dataset], dict[str, float]]:
+    """``evaluate(dataset)``: mean loss and accuracy over every example of a finite dataset,
+    computed on this task alone.
 
     No Keras metric variables (under MultiWorkerMirroredStrategy, reading those is a collective
-    that every worker would have to join): sums per batch, added up here in float64. Accuracy
-    is the share of images whose most probable class (the export's ``class_index``) is right.
+    that every worker would have to join): sums per batch, added up in Python. Accuracy is the
+    share of images whose most probable class (the export's ``class_index``) is right.
     """
 
     @tf.function(reduce_retracing=True)
@@ -108,15 +110,17 @@ def evaluate(model: keras.Model, dataset: tf.data.Dataset) -> dict[str, float]:
         correct = tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.int64))
         return tf.reduce_sum(tf.cast(losses, tf.float64)), correct, tf.size(labels, tf.int64)
 
-    loss, correct, count = 0.0, 0, 0
-    for images, labels in dataset:
-        batch_loss, batch_correct, batch_count = sums(images, labels)
-        loss += float(batch_loss)
-        correct += int(batch_correct)
-        count += int(batch_count)
-    if not count:
-        raise cli.InputError("the eval data holds no images")
-    return {"loss": loss / count, METRIC: correct / count}
+    def evaluate(dataset: tf.data.Dataset) -> dict[str, float]:
+        loss, correct, count = 0.0, 0, 0
+        for images, labels in dataset:
+            batch_loss, batch_correct, batch_count = sums(images, labels)
+            loss += float(batch_loss)
+            correct += int(batch_correct)
+            count += int(batch_count)
+        count = max(count, 1)  # train.run refuses an empty eval set
+        return {"loss": loss / count, METRIC: correct / count}
+
+    return evaluate
 
 
 def export(model: keras.Model, class_names: tuple[str, ...], image_size: int, path: str) -> None:

@@ -214,6 +214,8 @@ def run(args: argparse.Namespace) -> int:
         chief_first(consensus, cluster.is_chief),
     )
     data.log_summary(train_source, eval_source)
+    if not eval_source.size:
+        raise cli.InputError(f"--eval-data: no images to evaluate ({eval_source.description})")
 
     keras.utils.set_random_seed(args.seed)
     replicas = strategy.num_replicas_in_sync
@@ -246,8 +248,9 @@ def run(args: argparse.Namespace) -> int:
     checkpointing = resume.CheckpointCallback(state, args.checkpoint_minutes)
     # The per-replica batch: the chief evaluates on one device.
     eval_images = data.eval_dataset(eval_source, args.batch_size)
+    evaluate = model.evaluator(classifier)
     evaluation = Evaluate(
-        lambda: model.evaluate(classifier, eval_images),
+        lambda: evaluate(eval_images),
         hptune.MetricReporter(METRIC, enabled=cluster.is_chief),
         enabled=cluster.is_chief,
     )
