@@ -79,14 +79,20 @@ def test_split_and_shards(image_folder):
     assert sorted(shards[0] + shards[1]) == sorted(keys(train_source, 1, 0))
     assert not set(keys(eval_source, 1, 0)) & set(keys(train_source, 1, 0))
 
-    # Every eval pass has the same, fixed number of batches, of decoded 0..255 images.
-    context = tf.distribute.InputContext(1, 0, 1)
-    batches = list(data.eval_dataset(eval_source, context, global_batch=4).take(4))
-    assert [int(images.shape[0]) for images, _ in batches] == [4, 4, 4, 4]
-    assert batches[0][0].shape[1:] == (16, 16, 3)
-    assert float(tf.reduce_max(batches[0][0])) > 150
-    first, second = (np.concatenate([b[1] for b in batches[i : i + 2]]) for i in (0, 2))
-    np.testing.assert_array_equal(first, second)
+    # The eval dataset holds every eval image exactly once, the last batch partial.
+    everything = tf.distribute.InputContext(1, 0, 1)
+    truth = sorted(
+        (int(label), float(tf.reduce_sum(data.decode_image(tf.io.read_file(path), 16))))
+        for path, label in eval_source.shard(everything).as_numpy_iterator()
+    )
+    batches = list(data.eval_dataset(eval_source, 4))
+    assert [int(labels.shape[0]) for _, labels in batches] == [4, 2]
+    seen = sorted(
+        (int(label), float(tf.reduce_sum(image)))
+        for images, labels in batches
+        for image, label in zip(images, labels, strict=True)
+    )
+    np.testing.assert_allclose(seen, truth, rtol=1e-6)
 
 
 def test_eval_folder_with_unknown_class(tmp_path, image_folder):
@@ -146,3 +152,32 @@ def test_trains_on_a_tfds_dataset(tmp_path, metrics_file):
     assert train(argv) == 0
     assert reported_epochs(metrics_file) == [1]
     assert (job / "model" / "saved_model.pb").is_file()
+
+
+def numbers(dataset) -> list[int]:
+    """The example numbers (pixel values) a (image, label) dataset yields."""
+    return [int(image[0, 0, 0]) for image, _ in dataset.as_numpy_iterator()]
+
+
+def test_tfds_shards_by_example_when_files_are_fewer_than_workers(tmp_path):
+    """40 examples in one file, two workers: TFDS cannot give each a file, so each worker
+    reads its own half of the examples, and the eval slice is split exactly."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    import tfds_numbered
+
+    data_dir = str(tmp_path / "tfds")
+    train_source, eval_source = data.tfds_sources(
+        f"tfds:{tfds_numbered.NAME}", None, 4, 0.25, data_dir
+    )
+    assert (train_source.size, eval_source.size) == (30, 10)
+    builder = tfds.builder(tfds_numbered.NAME, data_dir=data_dir)
+    assert len(builder.info.splits["train"].file_instructions) == 1
+    whole = {}
+    for source, split in ((train_source, "train[:75%]"), (eval_source, "train[75%:]")):
+        whole[split] = numbers(builder.as_dataset(split=split, as_supervised=True))
+        shards = [
+            numbers(source.shard(tf.distribute.InputContext(2, index, 2))) for index in range(2)
+        ]
+        assert all(shards), "a worker got no examples"
+        assert sorted(shards[0] + shards[1]) == sorted(whole[split])
+    assert sorted(whole["train[:75%]"] + whole["train[75%:]"]) == list(range(40))

@@ -8,11 +8,23 @@ the same step.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
-from conftest import TINY, free_ports, reported_epochs, start, subprocess_env, wait_all
+from conftest import (
+    PROJECT,
+    TINY,
+    free_ports,
+    reported_epochs,
+    start,
+    subprocess_env,
+    wait_all,
+)
 
 from trainer import checkpoints
 
@@ -102,3 +114,53 @@ def test_chief_and_worker(tmp_path):
         assert "(step 20, 1 epochs done) and 8 steps of epoch 2" in logs[task]
     assert reported_epochs(tmp_path / "chief.metrics") == [2, 3]
     assert complete_steps(roots[0])[-1] == complete_steps(roots[1])[-1] == 3 * STEPS
+
+
+# The trainer with the test's TFDS builder registered first (as a user's own builder module).
+WITH_TFDS_BUILDER = (
+    "import runpy, tfds_numbered; runpy.run_module('trainer.task', run_name='__main__')"
+)
+
+
+def test_tfds_dataset_prepared_once_by_the_chief(tmp_path):
+    """Both tasks share one TFDS data folder: the chief prepares the dataset while the worker
+    waits, then both read it, each its own examples (one file for two workers)."""
+    pytest.importorskip("tensorflow_datasets")
+    from tfds_numbered import NAME, PREPARE_LOG
+
+    prepare_log = tmp_path / "prepared-by.txt"
+    job = tmp_path / "job"
+    argv = [
+        *TINY,
+        f"--train-data=tfds:{NAME}",
+        "--eval-data=",
+        "--validation-split=0.25",
+        f"--tfds-data-dir={tmp_path / 'tfds'}",
+        "--image-size=8",
+        "--batch-size=4",
+        "--epochs=1",
+        f"--job-dir={job}",
+    ]
+    ports = free_ports(2)
+    processes = []
+    for pool, task in (("workerpool0", "chief"), ("workerpool1", "worker")):
+        env = vertex_env(ports, pool, task, tmp_path)
+        env["PYTHONPATH"] = f"{env['PYTHONPATH']}{os.pathsep}{Path(__file__).parent}"
+        env[PREPARE_LOG] = str(prepare_log)
+        with open(tmp_path / f"{task}.log", "wb") as log:
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", WITH_TFDS_BUILDER, *argv],
+                    cwd=PROJECT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+    codes = wait_all(processes, timeout=150)
+    logs = {task: (tmp_path / f"{task}.log").read_text() for task in ("chief", "worker")}
+    assert codes == [0, 0], "\n".join(f"--- {t}\n{text[-3000:]}" for t, text in logs.items())
+    assert prepare_log.read_text().splitlines() == ["chief"]
+    assert reported_epochs(tmp_path / "chief.metrics") == [1]
+    assert (job / "model" / "saved_model.pb").is_file()

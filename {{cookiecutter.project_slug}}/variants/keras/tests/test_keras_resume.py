@@ -6,6 +6,8 @@ import logging
 import shutil
 import time
 
+import pytest
+import tensorflow as tf
 from conftest import TINY, kill, read_metrics, reported_epochs, start, subprocess_env, train
 
 from trainer import checkpoints
@@ -86,3 +88,26 @@ def test_resumes_inside_an_epoch(tmp_path, metrics_file, caplog):
     # Exactly the steps of an uninterrupted 2-epoch run: none lost, none repeated.
     final = checkpoints.latest_complete(str(root))
     assert (final.step, final.metadata()["epochs_done"]) == (20, 2)
+
+
+def checkpoint_learning_rate(checkpoint) -> float:
+    """The optimizer's learning rate as saved in a checkpoint's files."""
+    prefix = f"{checkpoint.path}/ckpt"
+    names = [name for name, _ in tf.train.list_variables(prefix)]
+    [name] = [n for n in names if n.startswith("optimizer/") and "learning_rate" in n]
+    return float(tf.train.load_checkpoint(prefix).get_tensor(name))
+
+
+def test_learning_rate_flag_wins_over_the_checkpoint(tmp_path, caplog):
+    """A rerun with another --learning-rate trains at the new one, not the checkpoint's."""
+    job = tmp_path / "job"
+    root = job / "checkpoints"
+    assert train([*TINY, "--epochs=1", "--learning-rate=0.01", f"--job-dir={job}"]) == 0
+    assert checkpoint_learning_rate(checkpoints.latest_complete(str(root))) == pytest.approx(0.01)
+
+    caplog.set_level(logging.INFO)
+    assert train([*TINY, "--epochs=2", "--learning-rate=0.05", f"--job-dir={job}"]) == 0
+    assert "1 epochs done" in caplog.text
+    latest = checkpoints.latest_complete(str(root))
+    assert latest.metadata()["epochs_done"] == 2
+    assert checkpoint_learning_rate(latest) == pytest.approx(0.05)

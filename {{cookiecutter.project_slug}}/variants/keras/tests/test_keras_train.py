@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY, read_metrics, reported_epochs, train
+import yaml
+from conftest import PROJECT, TINY, read_metrics, reported_epochs, subprocess_env, train
 
 from trainer import checkpoints
+
+# What importing TensorFlow prints by default (TensorFlow 2.17 on CPU): INFO banners and
+# "Unable to register cuFFT/cuDNN/cuBLAS factory" errors that mean nothing.
+NOISE = (
+    "Unable to register cu",
+    "oneDNN custom operations",
+    "cpu_feature_guard",
+    "Could not find cuda drivers",
+    "Could not find TensorRT",
+)
 
 
 def serve(model_dir, images):
@@ -125,3 +138,40 @@ def test_unknown_model_checkpoint_is_an_input_error(tmp_path, capsys):
     argv = [*TINY, "--epochs=2", "--synthetic-classes=3", f"--job-dir={job}"]
     assert train(argv) == 2
     assert "does not fit this model" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_default_log_has_no_tensorflow_start_up_noise(tmp_path):
+    """Every stderr line is an error in Cloud Logging: none of TensorFlow's harmless ones."""
+    env = subprocess_env()
+    del env["TF_CPP_MIN_LOG_LEVEL"]  # the default a Vertex job runs with
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.task", *TINY, "--epochs=1", f"--job-dir={tmp_path}"],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "SavedModel written" in result.stderr  # our own log lines are there
+    noise = [line for line in result.stderr.splitlines() if any(text in line for text in NOISE)]
+    assert noise == []
+
+
+def test_metric_name_needs_no_tensorflow():
+    """Config checks read METRIC from trainer.metric without importing TensorFlow; it is the
+    metric id of vertex.yaml's study."""
+    code = (
+        "import sys; from trainer.metric import METRIC; print(METRIC, 'tensorflow' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    study = yaml.safe_load((PROJECT / "vertex.yaml").read_text())["hpt"]["metric"]["id"]
+    assert result.stdout.split() == [study, "False"]

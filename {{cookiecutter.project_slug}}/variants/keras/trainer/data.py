@@ -3,14 +3,13 @@
 Every source yields ``(image, label)`` with ``image`` a float32 ``[size, size, 3]`` tensor of
 pixel values in 0..255 (the exported model takes the same), and ``label`` an int32 class index.
 Pipelines are built per worker from a ``tf.distribute.InputContext``: each worker reads only its
-own shard of the files, batches with the per-replica batch size and prefetches, so the global
-batch is ``per-replica batch x replicas``.
+own shard of the examples, batches with the per-replica batch size and prefetches, so the global
+batch is ``per-replica batch x replicas``. Evaluation reads every eval example exactly once.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -203,11 +202,18 @@ def image_folders(
 # --- TensorFlow Datasets ----------------------------------------------------------------------
 
 
-def _tfds_builder(spec: str, flag: str, data_dir: str | None):
+def run_here(action: Callable):
+    """The ``chief_first`` of a single task: just run ``action``, return its result."""
+    return action()
+
+
+def _tfds_builder(spec: str, flag: str, data_dir: str | None, chief_first: Callable = run_here):
     """The prepared builder and the split named by ``tfds:<name>[:<split>]`` (or None).
 
     ``data_dir`` (default ``$TFDS_DATA_DIR`` or ~/tensorflow_datasets) may be a gs:// folder,
-    so a dataset is downloaded and prepared once, not by every job.
+    so a dataset is downloaded and prepared once, not by every job. ``chief_first(action)`` runs
+    the preparation on the chief while the other workers wait, then on them (they find the data
+    ready), and returns its result: workers of one job never download into one folder at once.
     """
     try:
         import tensorflow_datasets as tfds
@@ -216,24 +222,41 @@ def _tfds_builder(spec: str, flag: str, data_dir: str | None):
     name, _, split = spec[len(TFDS_PREFIX) :].partition(":")
     if not name:
         raise cli.InputError(f"{flag} {spec}: expected tfds:<name> or tfds:<name>:<split>")
-    try:
-        builder = tfds.builder(name, data_dir=data_dir)
-        builder.download_and_prepare()
-    except Exception as error:  # noqa: BLE001 - any TFDS failure is a data problem for the user
-        raise cli.InputError(f"{flag} {spec}: {error}") from None
+
+    def prepare():
+        # Made here, after the chief prepared: a builder made before the data existed has no splits.
+        try:
+            builder = tfds.builder(name, data_dir=data_dir)
+            builder.download_and_prepare()
+        except Exception as error:  # noqa: BLE001 - any TFDS failure is a data problem
+            raise cli.InputError(f"{flag} {spec}: {error}") from None
+        return builder
+
+    builder = chief_first(prepare)
     if "label" not in builder.info.features or "image" not in builder.info.features:
         raise cli.InputError(f"{flag} {spec}: not an image classification dataset")
     return builder, split or None
 
 
 def _tfds_source(builder, split: str, image_size: int, training: bool) -> Source:
-    """One split (slices such as ``train[:90%]`` too), sharded by TFDS's own file sharding."""
+    """One split (slices such as ``train[:90%]`` too), sharded across workers.
+
+    By files (each worker reads its own files) when there are at least as many files as
+    workers, else by examples: ``tfds.even_splits`` gives each worker its own contiguous,
+    disjoint part of the split (TFDS refuses to shard fewer files than workers).
+    """
     import tensorflow_datasets as tfds
 
     class_names = tuple(builder.info.features["label"].names)
-    size = builder.info.splits[split].num_examples
+    info = builder.info.splits[split]
+    size = info.num_examples
+    files = len(info.file_instructions)
 
     def shard(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        workers = context.num_input_pipelines
+        if workers > 1 and files < workers:
+            part = tfds.even_splits(split, n=workers)[context.input_pipeline_id]
+            return builder.as_dataset(split=part, as_supervised=True, shuffle_files=training)
         read_config = tfds.ReadConfig(input_context=context)
         return builder.as_dataset(
             split=split, as_supervised=True, shuffle_files=training, read_config=read_config
@@ -256,15 +279,16 @@ def tfds_sources(
     image_size: int,
     validation_split: float,
     data_dir: str | None = None,
+    chief_first: Callable = run_here,
 ) -> tuple[Source, Source]:
     """Train on ``spec``'s split (default ``train``); evaluate on ``eval_spec``, else on the
     ``validation`` or ``test`` split, else on a held-out slice of the training split."""
-    builder, split = _tfds_builder(spec, "--train-data", data_dir)
+    builder, split = _tfds_builder(spec, "--train-data", data_dir, chief_first)
     split = split or "train"
     if eval_spec:
         if not eval_spec.startswith(TFDS_PREFIX):
             raise cli.InputError(f"--eval-data {eval_spec}: with tfds training data use tfds:")
-        eval_builder, eval_split = _tfds_builder(eval_spec, "--eval-data", data_dir)
+        eval_builder, eval_split = _tfds_builder(eval_spec, "--eval-data", data_dir, chief_first)
         if eval_split is None:
             raise cli.InputError(f"--eval-data {eval_spec}: name the split, tfds:<name>:<split>")
     else:
@@ -293,12 +317,15 @@ def sources(
     synthetic_examples: int,
     synthetic_classes: int,
     tfds_data_dir: str | None = None,
+    chief_first: Callable = run_here,
 ) -> tuple[Source, Source]:
     """The train and eval sources for the ``--train-data`` / ``--eval-data`` values."""
     train_data = train_data or SYNTHETIC
     eval_data = eval_data or None
     if train_data.startswith(TFDS_PREFIX):
-        return tfds_sources(train_data, eval_data, image_size, validation_split, tfds_data_dir)
+        return tfds_sources(
+            train_data, eval_data, image_size, validation_split, tfds_data_dir, chief_first
+        )
     if train_data != SYNTHETIC:
         if eval_data == SYNTHETIC:
             raise cli.InputError("--eval-data synthetic goes with --train-data synthetic only")
@@ -328,24 +355,16 @@ def training_dataset(
     return images.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
-def eval_steps(source: Source, global_batch: int) -> int:
-    return max(1, math.ceil(source.size / global_batch))
+def eval_dataset(source: Source, batch: int) -> tf.data.Dataset:
+    """Every eval example exactly once, in batches of ``batch`` (the last one may be smaller).
 
-
-def eval_dataset(
-    source: Source, context: tf.distribute.InputContext, global_batch: int
-) -> tf.data.Dataset:
-    """This worker's eval shard, padded to exactly ``eval_steps`` batches per pass, repeated.
-
-    ``fit`` keeps one eval iterator for the whole run, so every pass must have the same
-    length: then every epoch is evaluated on exactly the same images.
+    One task evaluates the whole set (see ``model.evaluate``): no shard is padded or repeated to
+    fill a batch, so the accuracy does not depend on the batch size or the number of workers.
     """
-    batch = context.get_per_replica_batch_size(global_batch)
-    local_replicas = max(1, context.num_replicas_in_sync // context.num_input_pipelines)
-    per_pass = eval_steps(source, global_batch) * local_replicas * batch
-    keys = source.shard(context).repeat().take(per_pass)
-    images = keys.map(source.load, num_parallel_calls=tf.data.AUTOTUNE).batch(batch)
-    return images.repeat().prefetch(tf.data.AUTOTUNE)
+    images = source.shard(tf.distribute.InputContext()).map(
+        source.load, num_parallel_calls=tf.data.AUTOTUNE
+    )
+    return images.batch(batch).prefetch(tf.data.AUTOTUNE)
 
 
 def log_summary(train: Source, evaluation: Source) -> None:

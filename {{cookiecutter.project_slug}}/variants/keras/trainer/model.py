@@ -8,11 +8,13 @@ tested multi-worker path.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import tensorflow as tf
 import tf_keras as keras
 
 from trainer import cli, data
+from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +91,36 @@ def build(
     # Create the optimizer's slots now, so a checkpoint restores them before training starts.
     model.optimizer.build(model.trainable_variables)
     return model
+
+
+def evaluator(model: keras.Model) -> Callable[[tf.data.Dataset], dict[str, float]]:
+    """``evaluate(dataset)``: mean loss and accuracy over every example of a finite dataset,
+    computed on this task alone.
+
+    No Keras metric variables (under MultiWorkerMirroredStrategy, reading those is a collective
+    that every worker would have to join): sums per batch, added up in Python. Accuracy is the
+    share of images whose most probable class (the export's ``class_index``) is right.
+    """
+
+    @tf.function(reduce_retracing=True)
+    def sums(images, labels):
+        probabilities = model(images, training=False)
+        losses = keras.losses.sparse_categorical_crossentropy(labels, probabilities)
+        predicted = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        correct = tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.int64))
+        return tf.reduce_sum(tf.cast(losses, tf.float64)), correct, tf.size(labels, tf.int64)
+
+    def evaluate(dataset: tf.data.Dataset) -> dict[str, float]:
+        loss, correct, count = 0.0, 0, 0
+        for images, labels in dataset:
+            batch_loss, batch_correct, batch_count = sums(images, labels)
+            loss += float(batch_loss)
+            correct += int(batch_correct)
+            count += int(batch_count)
+        count = max(count, 1)  # train.run refuses an empty eval set
+        return {"loss": loss / count, METRIC: correct / count}
+
+    return evaluate
 
 
 def export(model: keras.Model, class_names: tuple[str, ...], image_size: int, path: str) -> None:

@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import shutil
 import tempfile
 
+# First: imports TensorFlow without its start-up noise (see quiet.py).
+from trainer import quiet  # noqa: F401
+
+# isort: split
 import tensorflow as tf
 import tf_keras as keras
 
 from trainer import cli, data, hptune, model, resume, runtime
+from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
 
 DESCRIPTION = "Train a Keras image classifier on Vertex AI or locally."
-METRIC_TAG = "accuracy"  # vertex.yaml's hpt.metric.id
 DEFAULT_IMAGE_SIZE = 224
 SYNTHETIC_IMAGE_SIZE = 32
 TRAINING_POOLS = {"workerpool0", "workerpool1"}
@@ -116,20 +121,36 @@ def _strategy_name(strategy: tf.distribute.Strategy) -> str:
     return "Default strategy"
 
 
-class ReportMetric(keras.callbacks.Callback):
-    """Reports the eval accuracy at the end of every epoch, with global_step = epoch (1-based)."""
+class Evaluate(keras.callbacks.Callback):
+    """At the end of every epoch the chief evaluates on every eval image once, adds val_loss and
+    val_accuracy to the epoch's logs (TensorBoard, history) and reports the accuracy for
+    hyperparameter tuning with global_step = epoch (1-based).
 
-    def __init__(self, reporter: hptune.MetricReporter):
+    Only the chief evaluates, on its own: other workers go on to the next epoch and wait for it
+    at its first step. Keras's own validation would split the eval set into equal per-worker
+    batches, which needs padding, repeated images or empty batches.
+    """
+
+    def __init__(self, evaluate, reporter: hptune.MetricReporter, enabled: bool):
         super().__init__()
+        self.evaluate = evaluate
         self.reporter = reporter
+        self.enabled = enabled
 
     def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(f"val_{METRIC_TAG}")
-        if value is None:
-            logger.warning("No val_%s after epoch %d: nothing to report", METRIC_TAG, epoch + 1)
+        if not self.enabled:
             return
-        logger.info("Epoch %d: eval %s = %.4f", epoch + 1, METRIC_TAG, value)
-        self.reporter.report(value, epoch + 1)
+        results = self.evaluate()
+        if logs is not None:
+            logs.update({f"val_{name}": value for name, value in results.items()})
+        logger.info(
+            "Epoch %d: eval loss = %.4f, %s = %.4f",
+            epoch + 1,
+            results["loss"],
+            METRIC,
+            results[METRIC],
+        )
+        self.reporter.report(results[METRIC], epoch + 1)
 
 
 def _checkpoint_root(dirs: runtime.OutputDirs, cluster: runtime.Cluster) -> str:
@@ -137,6 +158,31 @@ def _checkpoint_root(dirs: runtime.OutputDirs, cluster: runtime.Cluster) -> str:
     if cluster.is_distributed:
         return runtime.join(dirs.checkpoint_dir, f"{cluster.task_type}-{cluster.index}")
     return dirs.checkpoint_dir
+
+
+def chief_first(consensus: resume.Consensus, is_chief: bool):
+    """``call(action)``: the chief runs ``action`` while the other tasks wait, then they do;
+    returns its result.
+
+    For work on shared storage, such as preparing a TFDS dataset: the others then find it done.
+    An input error on the chief stops every task (without waiting forever for it).
+    """
+
+    def call(action):
+        result, failure = None, None
+        if is_chief:
+            try:
+                result = action()
+            except cli.InputError as error:
+                failure = error
+        chief_failed = consensus.any(failure is not None)  # the other tasks wait here
+        if failure is not None:
+            raise failure
+        if chief_failed:
+            raise cli.InputError("the chief could not prepare the input data (see its log)")
+        return result if is_chief else action()
+
+    return call
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
         args.model_dir, args.checkpoint_dir, args.tensorboard_dir, args.job_dir
     )
     strategy = make_strategy(cluster)
+    consensus = resume.Consensus(strategy, cluster.is_distributed)
 
     synthetic = (args.train_data or data.SYNTHETIC) == data.SYNTHETIC
     image_size = args.image_size or (SYNTHETIC_IMAGE_SIZE if synthetic else DEFAULT_IMAGE_SIZE)
@@ -164,8 +211,11 @@ def run(args: argparse.Namespace) -> int:
         args.synthetic_examples,
         args.synthetic_classes,
         args.tfds_data_dir,
+        chief_first(consensus, cluster.is_chief),
     )
     data.log_summary(train_source, eval_source)
+    if not eval_source.size:
+        raise cli.InputError(f"--eval-data: no images to evaluate ({eval_source.description})")
 
     keras.utils.set_random_seed(args.seed)
     replicas = strategy.num_replicas_in_sync
@@ -191,16 +241,20 @@ def run(args: argparse.Namespace) -> int:
             args.fine_tune,
             args.learning_rate,
         )
-    state = resume.TrainingState(
-        classifier,
-        _checkpoint_root(dirs, cluster),
-        resume.Consensus(strategy, cluster.is_distributed),
-    )
+    state = resume.TrainingState(classifier, _checkpoint_root(dirs, cluster), consensus)
     position = state.restore()
+    _use_learning_rate(classifier.optimizer, args.learning_rate)
 
     checkpointing = resume.CheckpointCallback(state, args.checkpoint_minutes)
-    callbacks = [ReportMetric(hptune.MetricReporter(METRIC_TAG, enabled=cluster.is_chief))]
-    callbacks.append(checkpointing)
+    # The per-replica batch: the chief evaluates on one device.
+    eval_images = data.eval_dataset(eval_source, args.batch_size)
+    evaluate = model.evaluator(classifier)
+    evaluation = Evaluate(
+        lambda: evaluate(eval_images),
+        hptune.MetricReporter(METRIC, enabled=cluster.is_chief),
+        enabled=cluster.is_chief,
+    )
+    callbacks = [evaluation, checkpointing]  # the logs get val_* before TensorBoard writes them
     if cluster.is_chief:
         callbacks.append(
             keras.callbacks.TensorBoard(
@@ -218,15 +272,12 @@ def run(args: argparse.Namespace) -> int:
             epochs=epochs,
             initial_epoch=initial_epoch,
             steps_per_epoch=steps,
-            validation_data=keras.utils.experimental.DatasetCreator(
-                lambda context: data.eval_dataset(eval_source, context, global_batch)
-            ),
-            validation_steps=data.eval_steps(eval_source, global_batch),
             callbacks=callbacks,
             verbose=2,
         )
 
     epoch, done_steps = position.epochs_done, position.steps_into_epoch
+    trained = False
     if done_steps and epoch < args.epochs:
         if done_steps < steps_per_epoch:
             # A timed checkpoint inside an epoch: train only that epoch's remaining steps.
@@ -238,13 +289,27 @@ def run(args: argparse.Namespace) -> int:
             )
             checkpointing.steps_offset = done_steps
             fit(epoch, epoch + 1, steps_per_epoch - done_steps)
+            trained = True
         epoch += 1
-    if epoch >= args.epochs:
-        logger.info("All %d epochs are done: exporting only", args.epochs)
-    else:
+    if epoch < args.epochs:
         fit(epoch, args.epochs, steps_per_epoch)
+    elif not trained:
+        # The last value reported must be the exported model's (vertex.yaml scores a trial by
+        # its last measurement), and this attempt may run on a fresh VM: evaluate once more.
+        logger.info("All %d epochs are done: evaluating and exporting only", args.epochs)
+        evaluation.on_epoch_end(args.epochs - 1)
     _export(classifier, train_source.class_names, image_size, dirs.model_dir, cluster)
     return 0
+
+
+def _use_learning_rate(optimizer, learning_rate: float) -> None:
+    """--learning-rate wins over the value a restored checkpoint brought back."""
+    restored = float(optimizer.learning_rate.numpy())
+    if not math.isclose(restored, learning_rate, rel_tol=1e-6):
+        logger.info(
+            "Learning rate %g (--learning-rate), not the checkpoint's %g", learning_rate, restored
+        )
+    optimizer.learning_rate.assign(learning_rate)
 
 
 def _export(classifier, class_names, image_size: int, model_dir: str, cluster) -> None:

@@ -1,0 +1,63 @@
+"""Imports TensorFlow without its start-up noise, so the job's logs start with our own lines.
+
+On Vertex every stderr line lands in Cloud Logging as an error, and importing TensorFlow prints
+INFO banners (oneDNN, CPU instructions, no CUDA driver) and, on every machine, three
+"Unable to register cuFFT/cuDNN/cuBLAS factory" ERROR lines that mean nothing. Unless
+``TF_CPP_MIN_LOG_LEVEL`` is already set (then TensorFlow logs as asked), it is set to 1 (no INFO)
+and the import's known-harmless lines are dropped; anything else TensorFlow prints at import is
+passed on, and its later warnings and errors are logged as usual.
+
+Import this module before anything imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+DEFAULT_LOG_LEVEL = "1"  # TensorFlow's C++ log: 0 all, 1 no INFO, 2 no WARNING, 3 no ERROR
+HARMLESS = (
+    "Unable to register cuFFT factory",
+    "Unable to register cuDNN factory",
+    "Unable to register cuBLAS factory",
+    "TF-TRT Warning: Could not find TensorRT",
+    "All log messages before absl::InitializeLog() is called are written to STDERR",
+)
+
+
+def _import() -> None:
+    import tensorflow  # noqa: F401
+    import tf_keras  # noqa: F401
+
+
+def import_tensorflow() -> None:
+    """Import TensorFlow (and tf-keras) with the harmless import-time lines filtered out."""
+    if "tensorflow" in sys.modules or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        _import()
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = DEFAULT_LOG_LEVEL
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (an embedding host): nothing to filter
+        _import()
+        return
+    # TensorFlow's C++ code writes to file descriptor 2 itself: catch that in a file (a pipe
+    # could fill up and block the import), then replay the lines worth keeping.
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            _import()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
+                if not any(text in line for text in HARMLESS):
+                    sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+import_tensorflow()
