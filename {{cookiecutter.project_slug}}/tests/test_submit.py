@@ -316,7 +316,7 @@ def test_tensorboard_experiment_and_scheduling_reach_the_request(project, cloud)
         network="projects/123/global/networks/vpc",
         enable_web_access=True,
     )
-    data["job"]["scheduling"].update(spot=True, restart_job_on_worker_restart=True)
+    data["job"]["scheduling"].update(strategy="SPOT", restart_job_on_worker_restart=True)
     write_config(project, data)
     with FakeGoogleCloud() as server:
         code, out, err = cloud(server=server)
@@ -400,3 +400,87 @@ def test_missing_credentials_say_how_to_log_in(cloud):
     assert code != 0
     (line,) = [line for line in err.splitlines() if line.startswith("ERROR:")]
     assert "gcloud auth application-default login" in line
+
+
+def test_unknown_region_is_one_line_with_close_matches(project, cloud):
+    data = cloud_values(RAW)
+    data["region"] = "us-centrall1"
+    data["image"]["registry_host"] = "us-docker.pkg.dev"
+    write_config(project, data)
+    server = refused(cloud, "region: 'us-centrall1' is not a Vertex AI region (did you mean")
+    assert server.requests == []
+
+
+def test_a_study_parameter_the_trainer_lacks_is_refused_before_any_request(project, cloud):
+    data = cloud_values(RAW)
+    parameters = data["hpt"]["parameters"]
+    pid = next(iter(parameters))
+    parameters[pid + pid[-1]] = parameters.pop(pid)
+    write_config(project, data)
+    with FakeGoogleCloud() as server:
+        code, out, err = cloud("--hpt", server=server)
+    (line,) = [line for line in err.splitlines() if line.startswith("ERROR:")]
+    assert code != 0 and "not a flag of the trainer" in line
+    assert server.requests == []
+    code, out, err = cloud("--hpt", "--dry-run")  # a dry run checks the same
+    assert code != 0 and "not a flag of the trainer" in err
+
+
+def cost_levers(raw: dict) -> dict:
+    """FLEX_START with a max wait, GPU workers and a Reduction Server."""
+    data = cloud_values(raw)
+    chief = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_H100_80GB"}
+    chief.update(machine_type="a3-highgpu-8g", accelerator_count=8)
+    data["job"]["worker_pools"] = [chief, {**chief, "replica_count": 3}]
+    data["job"]["reduction_server"] = {"replica_count": 4, "machine_type": "n1-highcpu-16"}
+    data["job"]["scheduling"].update(strategy="FLEX_START", max_wait="3600s")
+    return data
+
+
+def assert_cost_levers(spec) -> None:
+    assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START
+    assert spec.scheduling.max_wait_duration.total_seconds() == 3600
+    pools = spec.worker_pool_specs
+    assert [p.replica_count for p in pools] == [1, 3, 4]
+    server = pools[2]
+    image = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+    assert server.container_spec.image_uri == image
+    assert list(server.container_spec.args) == [], "the reducers run no trainer"
+    assert server.machine_spec.machine_type == "n1-highcpu-16"
+    assert not server.machine_spec.accelerator_count
+    assert pools[1].container_spec.image_uri == pools[0].container_spec.image_uri
+
+
+def test_flex_start_and_reduction_server_in_every_rendering(project, cloud):
+    write_config(project, cost_levers(RAW))
+    code, out, err = cloud("--dry-run")
+    assert code == 0, err
+    assert_cost_levers(parse_strict(aiplatform_v1.CustomJob, json.loads(out)).job_spec)
+    code, out, err = cloud("--dry-run", "--hpt")
+    assert code == 0, err
+    study = parse_strict(aiplatform_v1.HyperparameterTuningJob, json.loads(out))
+    assert_cost_levers(study.trial_job_spec)
+    assert cloud("--gcloud-config")[0] == 0 and cloud("--gcloud-config", "--hpt")[0] == 0
+    spec = yaml.safe_load((project / "build/gcloud/custom-job.yaml").read_text())
+    assert_cost_levers(parse_strict(aiplatform_v1.CustomJobSpec, spec))
+    study = yaml.safe_load((project / "build/gcloud/hpt-job.yaml").read_text())
+    assert_cost_levers(parse_strict(aiplatform_v1.HyperparameterTuningJob, study).trial_job_spec)
+
+
+def test_flex_start_and_reduction_server_reach_vertex(project, cloud):
+    write_config(project, cost_levers(RAW))
+    for argv, kind in (((), "customJobs"), (("--hpt",), "hyperparameterTuningJobs")):
+        with FakeGoogleCloud() as server:
+            code, out, err = cloud(*argv, server=server)
+        assert code == 0, err
+        (body,) = server.created(kind)
+        assert body["jobSpec" if kind == "customJobs" else "trialJobSpec"]["scheduling"][
+            "strategy"
+        ] == int(aiplatform_v1.Scheduling.Strategy.FLEX_START)
+        message = parse_strict(
+            aiplatform_v1.CustomJob
+            if kind == "customJobs"
+            else aiplatform_v1.HyperparameterTuningJob,
+            body,
+        )
+        assert_cost_levers(message.job_spec if kind == "customJobs" else message.trial_job_spec)
