@@ -15,7 +15,9 @@ imports), the metric from ``trainer/hpt_metric.py``, a framework-free module of 
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -97,7 +99,8 @@ NO_VALUE_ACTIONS = ("store_true", "store_false", "store_const", "append_const", 
 def accelerator_types() -> set[str]:
     """Vertex's accelerator names: the SDK's enum when installed, else the copy above."""
     try:
-        from google.cloud.aiplatform_v1.types import AcceleratorType
+        with _quiet():
+            from google.cloud.aiplatform_v1.types import AcceleratorType
     except ImportError:
         return set(ACCELERATOR_TYPES)
     return {member.name for member in AcceleratorType}
@@ -106,10 +109,19 @@ def accelerator_types() -> set[str]:
 def regions() -> set[str]:
     """Vertex's regions: the SDK's ``SUPPORTED_REGIONS`` when installed, else the copy above."""
     try:
-        from google.cloud.aiplatform.constants import base
+        with _quiet():
+            from google.cloud.aiplatform.constants import base
     except ImportError:
         return set(REGIONS)
     return set(base.SUPPORTED_REGIONS)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """google-api-core warns, once per generated module, about Python versions it will drop."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
 
 
 def trainer_flags(root: Path = PROJECT_ROOT) -> dict[str, bool]:
