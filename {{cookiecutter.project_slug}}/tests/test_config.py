@@ -251,6 +251,10 @@ def test_duplicate_keys_are_refused_with_both_lines(tmp_path):
     path.write_text(text.replace(original, original + "\n" + original))
     found = load_problems(path)
     assert len(found) == 1 and f": hpt.parameters.{pid}: duplicate key (also on line" in found[0]
+    # Flow style too, where both keys share a line.
+    path.write_text(text.replace(original, "    " + pid + ": {type: double, type: integer}"))
+    found = load_problems(path)
+    assert len(found) == 1 and f": hpt.parameters.{pid}.type: duplicate key" in found[0]
 
 
 def test_unknown_keys_and_wrong_types_are_all_reported_at_once(tmp_path):

@@ -66,10 +66,11 @@ class StrictLoader(yaml.SafeLoader):
             if key == "<<":
                 continue
             try:
-                first = seen.setdefault(key, line)
+                first = seen.get(key)
+                seen.setdefault(key, line)
             except TypeError:  # an unhashable key: SafeLoader reports it below
                 continue
-            if first != line:
+            if first is not None:
                 self.duplicates.append(
                     (line, full, f"duplicate key (also on line {first}): keep one of them")
                 )
@@ -191,7 +192,7 @@ class Reader:
             data = {}
         if not isinstance(data, dict):
             self.problem(key or "(top level)", f"expected a mapping, got {_kind(data)}")
-            data = {}
+            return Reader(None, self.path).read(cls, {}, key, **given)  # no "missing" lines
         for name in data:
             if name not in fields:
                 self.problem(join(key, name), "unknown key" + close_matches(name, fields))
@@ -205,14 +206,19 @@ class Reader:
                 value = _zero(hints[name], self, sub)
             else:
                 continue
+            if (value is _INVALID or value is None) and _required(field):
+                value = _zero(hints[name], self, sub)  # reported: keep reading the rest
             if value is not _INVALID:
                 values[name] = value
         try:
             instance = cls(**values)
-        except (TypeError, ValueError) as error:  # a value the class itself refuses
-            self.problem(key or "(top level)", str(error))
+        except (TypeError, ValueError, AttributeError):  # a part too broken to build on
             return None
-        for sub, why in getattr(instance, "problems", lambda: [])():
+        try:
+            checks = list(getattr(instance, "problems", list)())
+        except (TypeError, ValueError, AttributeError):  # built from stand-ins: reported above
+            checks = []
+        for sub, why in checks:
             self.problem(join(key, sub) if sub else key, why)
         return instance
 
@@ -349,6 +355,11 @@ def _zero(hint: Any, reader: Reader, key: str) -> Any:
     """A stand-in for a missing required value, so later checks still run (and stay quiet)."""
     if dataclasses.is_dataclass(hint):  # its own "missing" lines would repeat the parent's
         return Reader(None, reader.path).read(hint, {}, key)
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return None
+    if origin in (tuple, dict):
+        return origin()
     return {str: "", int: 0, float: 0.0, bool: False}.get(hint, _INVALID)
 
 
