@@ -126,10 +126,15 @@ def join(prefix: str, key: Any) -> str:
 
 
 def spec(default: Any = dataclasses.MISSING, **rules: Any):
-    """A dataclass field with reading rules: ``example``, ``choices``, ``minimum``, ``pattern``
-    (with ``example``), ``case`` ("upper"/"lower"), ``keyed`` (a mapping of id -> item whose
-    key fills that field), ``empty_item`` (a factory for ``{}``/null list items), ``duration``
-    (seconds as an int or "3600s"), ``skip`` (not read from the file)."""
+    """A dataclass field with reading rules.
+
+    ``example`` (shown as "(e.g. ...)"), ``choices`` (``blank_ok``: "" too), ``case``
+    ("upper"/"lower", applied first), ``minimum``, ``pattern`` with ``what`` it describes,
+    ``key_pattern`` (names of a dict field), ``keyed`` (a mapping of id -> item, the id filling
+    that field of the item), ``empty_item`` (a factory for ``{}``/null list items),
+    ``duration`` (seconds: an integer or "3600s"), ``factory`` (a default factory), ``skip``
+    (not read from the file: given by the caller).
+    """
     if isinstance(default, list | dict | set):
         raise TypeError("use a tuple or default_factory")
     if callable(rules.get("factory")):
