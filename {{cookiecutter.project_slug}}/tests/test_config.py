@@ -283,8 +283,15 @@ def test_a_metric_id_with_spaces_is_refused():
 # --- cost levers: scheduling strategy, max wait, Reduction Server -----------------------------
 
 
+def gpu_pool(data: dict, **changes) -> dict:
+    pool = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_L4"}
+    pool.update(accelerator_count=1, machine_type="g2-standard-8")
+    return {**pool, **changes}
+
+
 def test_scheduling_strategy_max_wait_and_the_old_spot_flag():
     data = real_values(RAW)
+    data["job"]["worker_pools"] = [gpu_pool(data)]
     data["job"]["scheduling"].update(strategy="flex_start", max_wait="3600s")
     scheduling = parse(data).job.scheduling
     assert (scheduling.strategy, scheduling.max_wait) == ("FLEX_START", 3600)
@@ -300,6 +307,20 @@ def test_scheduling_strategy_max_wait_and_the_old_spot_flag():
     assert any("expected one of STANDARD, SPOT, FLEX_START" in p for p in problems(data))
     data["job"]["scheduling"] = {"strategy": "FLEX_START", "max_wait": "an hour"}
     assert any('max_wait: expected seconds as an integer or "<N>s"' in p for p in problems(data))
+
+
+def test_flex_start_has_the_requirements_of_dynamic_workload_scheduler():
+    data = real_values(RAW)
+    data["job"]["scheduling"].update(strategy="FLEX_START", timeout_seconds=8 * 86400)
+    data["job"]["worker_pools"] = [gpu_pool(data), gpu_pool(data, replica_count=2)]
+    assert parse({**data, "job": {**data["job"], "scheduling": {"strategy": "FLEX_START"}}})
+    found = problems(data)
+    assert len(found) == 1 and "timeout_seconds: FLEX_START jobs run 7 days at most" in found[0]
+    data["job"]["scheduling"]["timeout_seconds"] = 3600
+    data["job"]["worker_pools"][1]["machine_type"] = "g2-standard-12"
+    assert any("needs one machine configuration for every worker pool" in p for p in problems(data))
+    data["job"]["worker_pools"] = [gpu_pool(data, accelerator_count=0, accelerator_type="")]
+    assert any("FLEX_START queues for GPUs" in p for p in problems(data))
 
 
 def test_reduction_server_is_pool_2_and_needs_gpu_workers():

@@ -426,21 +426,29 @@ def test_a_study_parameter_the_trainer_lacks_is_refused_before_any_request(proje
     assert code != 0 and "not a flag of the trainer" in err
 
 
-def cost_levers(raw: dict) -> dict:
-    """FLEX_START with a max wait, GPU workers and a Reduction Server."""
+def cost_levers(raw: dict, lever: str) -> dict:
+    """GPU workers with FLEX_START and a max wait, or with a Reduction Server (and SPOT)."""
     data = cloud_values(raw)
     chief = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_H100_80GB"}
     chief.update(machine_type="a3-highgpu-8g", accelerator_count=8)
     data["job"]["worker_pools"] = [chief, {**chief, "replica_count": 3}]
-    data["job"]["reduction_server"] = {"replica_count": 4, "machine_type": "n1-highcpu-16"}
-    data["job"]["scheduling"].update(strategy="FLEX_START", max_wait="3600s")
+    if lever == "flex_start":
+        data["job"]["scheduling"].update(strategy="FLEX_START", max_wait="3600s")
+    else:
+        data["job"]["reduction_server"] = {"replica_count": 4, "machine_type": "n1-highcpu-16"}
+        data["job"]["scheduling"].update(strategy="SPOT")
     return data
 
 
-def assert_cost_levers(spec) -> None:
-    assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START
-    assert spec.scheduling.max_wait_duration.total_seconds() == 3600
+def assert_cost_levers(spec, lever: str) -> None:
     pools = spec.worker_pool_specs
+    assert pools[1].container_spec.image_uri == pools[0].container_spec.image_uri
+    if lever == "flex_start":
+        assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START
+        assert spec.scheduling.max_wait_duration.total_seconds() == 3600
+        assert [p.replica_count for p in pools] == [1, 3]
+        return
+    assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
     assert [p.replica_count for p in pools] == [1, 3, 4]
     server = pools[2]
     image = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
@@ -448,39 +456,39 @@ def assert_cost_levers(spec) -> None:
     assert list(server.container_spec.args) == [], "the reducers run no trainer"
     assert server.machine_spec.machine_type == "n1-highcpu-16"
     assert not server.machine_spec.accelerator_count
-    assert pools[1].container_spec.image_uri == pools[0].container_spec.image_uri
 
 
-def test_flex_start_and_reduction_server_in_every_rendering(project, cloud):
-    write_config(project, cost_levers(RAW))
+@pytest.mark.parametrize("lever", ["flex_start", "reduction_server"])
+def test_cost_levers_in_every_rendering(project, cloud, lever):
+    write_config(project, cost_levers(RAW, lever))
     code, out, err = cloud("--dry-run")
     assert code == 0, err
-    assert_cost_levers(parse_strict(aiplatform_v1.CustomJob, json.loads(out)).job_spec)
+    assert_cost_levers(parse_strict(aiplatform_v1.CustomJob, json.loads(out)).job_spec, lever)
     code, out, err = cloud("--dry-run", "--hpt")
     assert code == 0, err
     study = parse_strict(aiplatform_v1.HyperparameterTuningJob, json.loads(out))
-    assert_cost_levers(study.trial_job_spec)
+    assert_cost_levers(study.trial_job_spec, lever)
     assert cloud("--gcloud-config")[0] == 0 and cloud("--gcloud-config", "--hpt")[0] == 0
     spec = yaml.safe_load((project / "build/gcloud/custom-job.yaml").read_text())
-    assert_cost_levers(parse_strict(aiplatform_v1.CustomJobSpec, spec))
+    assert_cost_levers(parse_strict(aiplatform_v1.CustomJobSpec, spec), lever)
     study = yaml.safe_load((project / "build/gcloud/hpt-job.yaml").read_text())
-    assert_cost_levers(parse_strict(aiplatform_v1.HyperparameterTuningJob, study).trial_job_spec)
+    study = parse_strict(aiplatform_v1.HyperparameterTuningJob, study)
+    assert_cost_levers(study.trial_job_spec, lever)
 
 
-def test_flex_start_and_reduction_server_reach_vertex(project, cloud):
-    write_config(project, cost_levers(RAW))
+@pytest.mark.parametrize("lever", ["flex_start", "reduction_server"])
+def test_cost_levers_reach_vertex(project, cloud, lever):
+    write_config(project, cost_levers(RAW, lever))
+    strategy = "FLEX_START" if lever == "flex_start" else "SPOT"
     for argv, kind in (((), "customJobs"), (("--hpt",), "hyperparameterTuningJobs")):
         with FakeGoogleCloud() as server:
             code, out, err = cloud(*argv, server=server)
         assert code == 0, err
         (body,) = server.created(kind)
-        assert body["jobSpec" if kind == "customJobs" else "trialJobSpec"]["scheduling"][
-            "strategy"
-        ] == int(aiplatform_v1.Scheduling.Strategy.FLEX_START)
-        message = parse_strict(
-            aiplatform_v1.CustomJob
-            if kind == "customJobs"
-            else aiplatform_v1.HyperparameterTuningJob,
-            body,
-        )
-        assert_cost_levers(message.job_spec if kind == "customJobs" else message.trial_job_spec)
+        spec = body["jobSpec" if kind == "customJobs" else "trialJobSpec"]
+        assert spec["scheduling"]["strategy"] == int(aiplatform_v1.Scheduling.Strategy[strategy])
+        if kind == "customJobs":
+            message = parse_strict(aiplatform_v1.CustomJob, body).job_spec
+        else:
+            message = parse_strict(aiplatform_v1.HyperparameterTuningJob, body).trial_job_spec
+        assert_cost_levers(message, lever)

@@ -199,6 +199,8 @@ class JobConfig:
                     "reduction_server",
                     "pool 2 is already worker_pools[2]: use {} there or drop one",
                 )
+        if self.scheduling.strategy == "FLEX_START":
+            yield from self._flex_start_problems()
         if self.tensorboard and self.experiment:
             yield "tensorboard", "set either tensorboard or experiment, not both"
         if self.tensorboard and not self.service_account:
@@ -211,6 +213,23 @@ class JobConfig:
             yield (
                 "service_account",
                 ("expected an e-mail, e.g. trainer@PROJECT.iam.gserviceaccount.com"),
+            )
+
+    def _flex_start_problems(self):
+        """Dynamic Workload Scheduler's requirements (Vertex docs: schedule-jobs-dws)."""
+        if self.scheduling.timeout_seconds > 7 * 86400:
+            yield "scheduling.timeout_seconds", "FLEX_START jobs run 7 days at most (e.g. 604800)"
+        pools = [p for p in self.all_pools if not p.empty]
+        if pools and not pools[0].accelerator_count:
+            yield "scheduling.strategy", "FLEX_START queues for GPUs (L4, A100, H100, H200, B200)"
+        shapes = {(p.machine_type, p.accelerator_type, p.accelerator_count) for p in pools}
+        if len(shapes) > 1:
+            yield (
+                "scheduling.strategy",
+                (
+                    "FLEX_START needs one machine configuration for every worker pool"
+                    + (" (a Reduction Server's differs)" if self.reduction_server else "")
+                ),
             )
 
 
