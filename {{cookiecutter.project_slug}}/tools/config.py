@@ -2,8 +2,11 @@
 
 Everything else reads it through this module: ``tools/submit.py`` (SDK and gcloud YAML),
 ``tools/build.py``, ``tools/gcp_setup.py``, ``tools/local_run.py`` and the Makefile
-(``python -m tools.config get image_uri``). ``load()`` rejects a malformed file with one line per
-problem; ``Config.placeholders()`` lists values that still need your own (submitting refuses them).
+(``python -m tools.config get image_uri``). The dataclasses below are the file's schema;
+``load()`` reads it with ``tools/schema.py`` (stdlib and PyYAML only) and rejects a malformed
+file with one located line per problem. ``Config.placeholders()`` lists values that still need
+your own (submitting refuses them); ``check`` adds ``tools/preflight.py``: Vertex's names and
+the study against the trainer.
 
     python -m tools.config get image_uri        # one value (derived names or dotted keys)
     python -m tools.config check                # exit 1 with one line per problem
@@ -182,17 +185,15 @@ class JobConfig:
         elif pools[0].replica_count != 1:
             yield (
                 "worker_pools[0].replica_count",
-                ("must be 1 for the primary pool (e.g. 1): more replicas go to worker_pools[1]"),
+                "must be 1 for the primary pool (e.g. 1): more replicas go to worker_pools[1]",
             )
         if self.reduction_server is not None:
             workers = pools[1] if len(pools) > 1 else _empty_pool()
             if workers.empty or not workers.accelerator_count:
                 yield (
                     "reduction_server",
-                    (
-                        "speeds up the NCCL all-reduce of GPU workers: needs GPU workers in "
-                        "worker_pools[1] (e.g. replica_count: 1, accelerator_count: 1)"
-                    ),
+                    "speeds up the NCCL all-reduce of GPU workers: needs GPU workers in "
+                    "worker_pools[1] (e.g. replica_count: 1, accelerator_count: 1)",
                 )
             if len(pools) > 2 and not pools[2].empty:
                 yield (
@@ -212,7 +213,7 @@ class JobConfig:
         if self.service_account and "@" not in self.service_account:
             yield (
                 "service_account",
-                ("expected an e-mail, e.g. trainer@PROJECT.iam.gserviceaccount.com"),
+                "expected an e-mail, e.g. trainer@PROJECT.iam.gserviceaccount.com",
             )
 
     def _flex_start_problems(self):
