@@ -127,8 +127,10 @@ def _quiet():
 def trainer_flags(root: Path = PROJECT_ROOT) -> dict[str, bool]:
     """``python -m trainer.task``'s flags, each mapped to whether it takes a value.
 
-    Read from the source of ``trainer/task.py`` and of every trainer module it imports, in and
-    out: ``add_argument`` calls with ``--`` names; ``BooleanOptionalAction`` adds ``--no-x``.
+    Read from the source of ``trainer/task.py`` and of every trainer module it imports,
+    directly or not: ``add_argument`` calls with ``--`` names (``BooleanOptionalAction`` adds
+    ``--no-x``). Other programs in trainer/ (e.g. ``trainer/predict.py``) are not imported by
+    the task, so their flags do not count.
     """
     package = root / "trainer"
     todo = ["task"] if (package / "task.py").is_file() else [p.stem for p in package.glob("*.py")]
