@@ -220,3 +220,8 @@ def test_gcp_setup_dry_run_prints_only(fakes):
     assert fakes.calls() == []
     assert "gcloud storage buckets create gs://demo-bucket" in run.stdout
     assert "gcloud auth configure-docker" in run.stdout
+    # It says what it would do, and never that it is done.
+    assert "Done." not in run.stdout
+    plan = "Would do: enable 4 APIs in project demo-project-123; create bucket gs://demo-bucket"
+    assert plan in run.stdout
+    assert run.stdout.rstrip().endswith("(dry run: nothing was changed)")

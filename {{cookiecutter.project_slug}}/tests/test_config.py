@@ -201,3 +201,221 @@ def test_unreadable_or_broken_files_are_one_line(tmp_path):
     broken.write_text("project: [unclosed\n")
     with pytest.raises(config_lib.ConfigError, match="is not valid YAML"):
         config_lib.load(broken)
+
+
+# --- the declared schema: located lines, duplicate keys, types ------------------------------
+
+
+def write(tmp_path: Path, data: dict, extra: str = "") -> Path:
+    path = tmp_path / "vertex.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False) + extra)
+    return path
+
+
+def line_number(path: Path, needle: str, occurrence: int = 1) -> int:
+    """The 1-based line of the ``occurrence``-th line containing ``needle``, read independently."""
+    hits = [n for n, line in enumerate(path.read_text().splitlines(), 1) if needle in line]
+    return hits[occurrence - 1]
+
+
+def load_problems(path: Path) -> list[str]:
+    with pytest.raises(config_lib.ConfigError) as caught:
+        config_lib.load(path)
+    return caught.value.problems
+
+
+def test_a_primary_pool_of_several_replicas_is_one_located_line(tmp_path):
+    data = real_values(RAW)
+    data["job"]["worker_pools"][0]["replica_count"] = 3
+    path = write(tmp_path, data)
+    (line,) = load_problems(path)
+    where = line_number(path, "replica_count: 3")
+    assert line == (
+        f"{path}:{where}: job.worker_pools[0].replica_count: must be 1 for the primary pool "
+        "(e.g. 1): more replicas go to worker_pools[1]"
+    )
+
+
+def test_duplicate_keys_are_refused_with_both_lines(tmp_path):
+    data = real_values(RAW)
+    path = write(tmp_path, data, extra="region: europe-west4\n")
+    (line,) = load_problems(path)
+    first, second = line_number(path, "region: "), line_number(path, "region: europe-west4")
+    assert (
+        line == f"{path}:{second}: region: duplicate key (also on line {first}): keep one of them"
+    )
+    # Two study parameters with one id: the same check, inside hpt.parameters.
+    pid = next(iter(RAW["hpt"]["parameters"]))
+    text = (PROJECT / "vertex.yaml").read_text()
+    original = next(ln for ln in text.splitlines() if ln.strip().startswith(f"{pid}:"))
+    path.write_text(text.replace(original, original + "\n" + original))
+    found = load_problems(path)
+    assert len(found) == 1 and f": hpt.parameters.{pid}: duplicate key (also on line" in found[0]
+    # Flow style too, where both keys share a line.
+    path.write_text(text.replace(original, "    " + pid + ": {type: double, type: integer}"))
+    found = load_problems(path)
+    assert len(found) == 1 and f": hpt.parameters.{pid}.type: duplicate key" in found[0]
+
+
+def test_unknown_keys_and_wrong_types_are_all_reported_at_once(tmp_path):
+    data = real_values(RAW)
+    data["job"]["scheduling"]["timout_seconds"] = 60
+    data["job"]["worker_pools"][0]["accelerator_count"] = "two"
+    data["hpt"]["max_trial_count"] = [8]
+    found = load_problems(write(tmp_path, data))
+    assert len(found) == 3, found
+    assert any(
+        "job.scheduling.timout_seconds: unknown key (did you mean 'timeout_seconds'" in p
+        for p in found
+    )
+    assert any(
+        "job.worker_pools[0].accelerator_count: expected an integer, got 'two'" in p for p in found
+    )
+    assert any("hpt.max_trial_count: expected an integer, got [8]" in p for p in found)
+
+
+def test_a_metric_id_with_spaces_is_refused():
+    data = real_values(RAW)
+    data["hpt"]["metric"]["id"] = "val accuracy"
+    assert any("hpt.metric.id: 'val accuracy' has spaces" in line for line in problems(data))
+
+
+# --- cost levers: scheduling strategy, max wait, Reduction Server -----------------------------
+
+
+def gpu_pool(data: dict, **changes) -> dict:
+    pool = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_L4"}
+    pool.update(accelerator_count=1, machine_type="g2-standard-8")
+    return {**pool, **changes}
+
+
+def test_scheduling_strategy_max_wait_and_the_old_spot_flag():
+    data = real_values(RAW)
+    data["job"]["worker_pools"] = [gpu_pool(data)]
+    data["job"]["scheduling"].update(strategy="flex_start", max_wait="3600s")
+    scheduling = parse(data).job.scheduling
+    assert (scheduling.strategy, scheduling.max_wait) == ("FLEX_START", 3600)
+    data["job"]["scheduling"].update(max_wait=7200)
+    assert parse(data).job.scheduling.max_wait == 7200
+    data["job"]["scheduling"].update(strategy="STANDARD")
+    assert any("job.scheduling.max_wait: only strategy FLEX_START" in p for p in problems(data))
+    data["job"]["scheduling"] = {"spot": True}  # a vertex.yaml written before `strategy`
+    assert parse(data).job.scheduling.strategy == "SPOT"
+    data["job"]["scheduling"] = {"spot": True, "strategy": "STANDARD"}
+    assert any("job.scheduling.spot: true is the old spelling" in p for p in problems(data))
+    data["job"]["scheduling"] = {"strategy": "SPOTT"}
+    assert any("expected one of STANDARD, SPOT, FLEX_START" in p for p in problems(data))
+    data["job"]["scheduling"] = {"strategy": "FLEX_START", "max_wait": "an hour"}
+    assert any('max_wait: expected seconds as an integer or "<N>s"' in p for p in problems(data))
+
+
+def test_flex_start_has_the_requirements_of_dynamic_workload_scheduler():
+    data = real_values(RAW)
+    data["job"]["scheduling"].update(strategy="FLEX_START", timeout_seconds=8 * 86400)
+    data["job"]["worker_pools"] = [gpu_pool(data), gpu_pool(data, replica_count=2)]
+    assert parse({**data, "job": {**data["job"], "scheduling": {"strategy": "FLEX_START"}}})
+    found = problems(data)
+    assert len(found) == 1 and "timeout_seconds: FLEX_START jobs run 7 days at most" in found[0]
+    data["job"]["scheduling"]["timeout_seconds"] = 3600
+    data["job"]["worker_pools"][1]["machine_type"] = "g2-standard-12"
+    assert any("needs one machine configuration for every worker pool" in p for p in problems(data))
+    data["job"]["worker_pools"] = [gpu_pool(data, accelerator_count=0, accelerator_type="")]
+    assert any("FLEX_START queues for GPUs" in p for p in problems(data))
+
+
+def test_reduction_server_is_pool_2_and_needs_gpu_workers():
+    data = real_values(RAW)
+    chief = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_L4"}
+    chief["accelerator_count"] = 1
+    data["job"]["worker_pools"] = [chief]
+    data["job"]["reduction_server"] = {"replica_count": 2}
+    assert any("job.reduction_server: speeds up the NCCL all-reduce" in p for p in problems(data))
+    data["job"]["worker_pools"] = [chief, {**chief, "replica_count": 3}]
+    pools = parse(data).job.all_pools
+    assert [p.replica_count for p in pools] == [1, 3, 2]
+    assert pools[2].image_uri == config_lib.REDUCTION_SERVER_IMAGE
+    assert pools[2].machine_type == "n1-highcpu-16" and not pools[2].accelerator_count
+    data["job"]["worker_pools"] = [chief, {**chief, "replica_count": 3}, chief]
+    assert any("pool 2 is already worker_pools[2]" in p for p in problems(data))
+
+
+# --- Vertex's names and the trainer, checked by `python -m tools.config check` ---------------
+
+
+def check(tmp_path: Path, data: dict, capsys) -> tuple[int, str, str]:
+    """``python -m tools.config check`` in-process (the SDK it reads is imported once)."""
+    code = config_lib.main([f"--config={write(tmp_path, data)}", "check"])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_check_refuses_an_accelerator_and_a_region_vertex_does_not_know(tmp_path, capsys):
+    data = real_values(RAW)
+    data["job"]["worker_pools"][0].update(accelerator_type="NVIDIA_FAKE", accelerator_count=1)
+    data["region"] = "us-centrall1"
+    data["image"]["registry_host"] = "us-docker.pkg.dev"
+    code, out, err = check(tmp_path, data, capsys)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, lines
+    accelerator, region = lines
+    assert "job.worker_pools[0].accelerator_type: unknown accelerator 'NVIDIA_FAKE'" in accelerator
+    assert "region: 'us-centrall1' is not a Vertex AI region (did you mean 'us-central1'" in region
+    assert len(region) < 200, "a few close matches, never the whole list"
+
+
+def test_the_copies_of_vertex_names_equal_the_sdk():
+    aiplatform_v1 = pytest.importorskip("google.cloud.aiplatform_v1")
+    base = importlib.import_module("google.cloud.aiplatform.constants.base")
+    preflight = importlib.import_module("tools.preflight")
+    assert list(preflight.ACCELERATOR_TYPES) == [m.name for m in aiplatform_v1.AcceleratorType]
+    assert set(preflight.REGIONS) == set(base.SUPPORTED_REGIONS)
+
+
+def test_study_parameters_must_be_trainer_flags_and_the_metric_what_it_reports(tmp_path, capsys):
+    data = real_values(RAW)
+    parameters = data["hpt"]["parameters"]
+    pid = next(iter(parameters))
+    typo = pid + pid[-1]  # e.g. etaa
+    parameters[typo] = parameters.pop(pid)
+    data["hpt"]["metric"]["id"] = "not_the_metric"
+    code, out, err = check(tmp_path, data, capsys)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, lines
+    assert f"hpt.parameters.{typo}: not a flag of the trainer" in lines[0]
+    assert f"(did you mean '{pid.replace('-', '_')}'" in lines[0]
+    preflight = importlib.import_module("tools.preflight")
+    metric, goal = preflight.reported_metric(data["job"]["args"])
+    assert f"hpt.metric.id: the trainer reports {metric!r} ({goal})" in lines[1]
+    assert out == ""
+    assert check(tmp_path, real_values(RAW), capsys)[0] == 0
+
+
+def test_the_checks_read_the_trainer_without_importing_its_framework():
+    code = (
+        "import sys; from tools import config, preflight\n"
+        "cfg = config.load('vertex.yaml')\n"
+        "flags = preflight.trainer_flags()\n"
+        "preflight.hpt_problems(cfg.hpt, list(cfg.job.args))\n"
+        "heavy = {'tensorflow', 'torch', 'xgboost', 'keras', 'transformers'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "assert '--seed' in flags and '--model-dir' in flags, flags\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_the_static_flags_are_the_real_parser_flags():
+    """Ground truth: the trainer's own argparse parser (this imports the framework)."""
+    train = pytest.importorskip("trainer.train")
+    cli = importlib.import_module("trainer.cli")
+    parser = cli.base_parser(train.DESCRIPTION)
+    train.add_arguments(parser)
+    real = {
+        option: action.nargs != 0
+        for action in parser._actions
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    }
+    assert importlib.import_module("tools.preflight").trainer_flags() == real

@@ -316,7 +316,7 @@ def test_tensorboard_experiment_and_scheduling_reach_the_request(project, cloud)
         network="projects/123/global/networks/vpc",
         enable_web_access=True,
     )
-    data["job"]["scheduling"].update(spot=True, restart_job_on_worker_restart=True)
+    data["job"]["scheduling"].update(strategy="SPOT", restart_job_on_worker_restart=True)
     write_config(project, data)
     with FakeGoogleCloud() as server:
         code, out, err = cloud(server=server)
@@ -400,3 +400,95 @@ def test_missing_credentials_say_how_to_log_in(cloud):
     assert code != 0
     (line,) = [line for line in err.splitlines() if line.startswith("ERROR:")]
     assert "gcloud auth application-default login" in line
+
+
+def test_unknown_region_is_one_line_with_close_matches(project, cloud):
+    data = cloud_values(RAW)
+    data["region"] = "us-centrall1"
+    data["image"]["registry_host"] = "us-docker.pkg.dev"
+    write_config(project, data)
+    server = refused(cloud, "region: 'us-centrall1' is not a Vertex AI region (did you mean")
+    assert server.requests == []
+
+
+def test_a_study_parameter_the_trainer_lacks_is_refused_before_any_request(project, cloud):
+    data = cloud_values(RAW)
+    parameters = data["hpt"]["parameters"]
+    pid = next(iter(parameters))
+    parameters[pid + pid[-1]] = parameters.pop(pid)
+    write_config(project, data)
+    with FakeGoogleCloud() as server:
+        code, out, err = cloud("--hpt", server=server)
+    (line,) = [line for line in err.splitlines() if line.startswith("ERROR:")]
+    assert code != 0 and "not a flag of the trainer" in line
+    assert server.requests == []
+    code, out, err = cloud("--hpt", "--dry-run")  # a dry run checks the same
+    assert code != 0 and "not a flag of the trainer" in err
+
+
+def cost_levers(raw: dict, lever: str) -> dict:
+    """GPU workers with FLEX_START and a max wait, or with a Reduction Server (and SPOT)."""
+    data = cloud_values(raw)
+    chief = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_H100_80GB"}
+    chief.update(machine_type="a3-highgpu-8g", accelerator_count=8)
+    data["job"]["worker_pools"] = [chief, {**chief, "replica_count": 3}]
+    if lever == "flex_start":
+        data["job"]["scheduling"].update(strategy="FLEX_START", max_wait="3600s")
+    else:
+        data["job"]["reduction_server"] = {"replica_count": 4, "machine_type": "n1-highcpu-16"}
+        data["job"]["scheduling"].update(strategy="SPOT")
+    return data
+
+
+def assert_cost_levers(spec, lever: str) -> None:
+    pools = spec.worker_pool_specs
+    assert pools[1].container_spec.image_uri == pools[0].container_spec.image_uri
+    if lever == "flex_start":
+        assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START
+        assert spec.scheduling.max_wait_duration.total_seconds() == 3600
+        assert [p.replica_count for p in pools] == [1, 3]
+        return
+    assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
+    assert [p.replica_count for p in pools] == [1, 3, 4]
+    server = pools[2]
+    image = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+    assert server.container_spec.image_uri == image
+    assert list(server.container_spec.args) == [], "the reducers run no trainer"
+    assert server.machine_spec.machine_type == "n1-highcpu-16"
+    assert not server.machine_spec.accelerator_count
+
+
+@pytest.mark.parametrize("lever", ["flex_start", "reduction_server"])
+def test_cost_levers_in_every_rendering(project, cloud, lever):
+    write_config(project, cost_levers(RAW, lever))
+    code, out, err = cloud("--dry-run")
+    assert code == 0, err
+    assert_cost_levers(parse_strict(aiplatform_v1.CustomJob, json.loads(out)).job_spec, lever)
+    code, out, err = cloud("--dry-run", "--hpt")
+    assert code == 0, err
+    study = parse_strict(aiplatform_v1.HyperparameterTuningJob, json.loads(out))
+    assert_cost_levers(study.trial_job_spec, lever)
+    assert cloud("--gcloud-config")[0] == 0 and cloud("--gcloud-config", "--hpt")[0] == 0
+    spec = yaml.safe_load((project / "build/gcloud/custom-job.yaml").read_text())
+    assert_cost_levers(parse_strict(aiplatform_v1.CustomJobSpec, spec), lever)
+    study = yaml.safe_load((project / "build/gcloud/hpt-job.yaml").read_text())
+    study = parse_strict(aiplatform_v1.HyperparameterTuningJob, study)
+    assert_cost_levers(study.trial_job_spec, lever)
+
+
+@pytest.mark.parametrize("lever", ["flex_start", "reduction_server"])
+def test_cost_levers_reach_vertex(project, cloud, lever):
+    write_config(project, cost_levers(RAW, lever))
+    strategy = "FLEX_START" if lever == "flex_start" else "SPOT"
+    for argv, kind in (((), "customJobs"), (("--hpt",), "hyperparameterTuningJobs")):
+        with FakeGoogleCloud() as server:
+            code, out, err = cloud(*argv, server=server)
+        assert code == 0, err
+        (body,) = server.created(kind)
+        spec = body["jobSpec" if kind == "customJobs" else "trialJobSpec"]
+        assert spec["scheduling"]["strategy"] == int(aiplatform_v1.Scheduling.Strategy[strategy])
+        if kind == "customJobs":
+            message = parse_strict(aiplatform_v1.CustomJob, body).job_spec
+        else:
+            message = parse_strict(aiplatform_v1.HyperparameterTuningJob, body).trial_job_spec
+        assert_cost_levers(message, lever)

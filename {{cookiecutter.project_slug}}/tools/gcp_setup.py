@@ -4,7 +4,8 @@ Enables the Vertex AI, Artifact Registry, Cloud Build and Cloud Storage APIs; cr
 staging/output buckets in the job's region and the Artifact Registry Docker repository when
 they are missing (an existing bucket in another region is an error: move the job or the
 bucket); runs ``gcloud auth configure-docker`` for the registry. Each gcloud command is printed
-before it runs; ``--dry-run`` prints them only (creation steps marked "if missing").
+before it runs; ``--dry-run`` prints them only (creation steps marked "if missing"), says what
+it would do and changes nothing.
 """
 
 from __future__ import annotations
@@ -129,7 +130,23 @@ def setup(cfg: config_lib.Config, runner: Runner) -> None:
     else:
         print(f"  {cfg.image.registry_host} is not Artifact Registry: no repository to create")
 
-    print("Done. Next: `make build-push`, then `make submit`.")
+    if runner.dry_run:
+        print(f"Would do: {'; '.join(plan(cfg))}.")
+        print("(dry run: nothing was changed)")
+    else:
+        print("Done. Next: `make build-push`, then `make submit`.")
+
+
+def plan(cfg: config_lib.Config) -> list[str]:
+    """What ``setup`` does, in words, for the dry run."""
+    steps = [f"enable {len(APIS)} APIs in project {cfg.project}"]
+    steps += [f"create bucket gs://{name} in {cfg.region} if missing" for name in bucket_names(cfg)]
+    if cfg.registry_location:
+        steps.append(
+            f"create Docker repository {cfg.image.repository} in {cfg.registry_location} if missing"
+        )
+        steps.append(f"let Docker push to {cfg.image.registry_host}")
+    return steps
 
 
 def main(argv: list[str] | None = None) -> int:

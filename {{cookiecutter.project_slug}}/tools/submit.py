@@ -17,7 +17,6 @@ the registry check) to a local stand-in over REST without credentials: the tests
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import logging
 import os
@@ -30,10 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from tools import config as config_lib
+from tools import preflight
+from tools.render import (
+    GCLOUD_DIR,
+    apply_run_options,
+    build_custom_job,
+    build_hpt_job,
+    run_options,
+    unique_display_name,
+    write_gcloud_config,
+)
 
 ENDPOINT_ENV = "VERTEX_API_ENDPOINT"
-NAME_LIMIT = 128  # Vertex display names: at most 128 UTF-8 characters
-GCLOUD_DIR = "build/gcloud"
 PREBUILT_IMAGE_HOSTS = ("docker.pkg.dev/vertex-ai/", "docker.pkg.dev/vertex-ai-restricted/")
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -55,167 +62,18 @@ class SubmitError(Exception):
 
 
 # ---------------------------------------------------------------------------------------------
-# The request: built from the config only, the same for dry runs, gcloud YAML and submission.
-
-
-def unique_display_name(base: str, now: datetime.datetime | None = None) -> str:
-    """``<base>-<UTC timestamp>``: unique per second, within Vertex's 128 characters.
-
-    Kept to lowercase letters, digits and '-' because it also names the job's output folder.
-    """
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    stamp = now.strftime("%Y%m%d-%H%M%S")
-    safe = re.sub(r"[^a-z0-9-]+", "-", base.lower()).strip("-") or "job"
-    return f"{safe[: NAME_LIMIT - len(stamp) - 1].rstrip('-')}-{stamp}"
-
-
-def worker_pool_specs(
-    cfg: config_lib.Config,
-    image_uri: str,
-    args: list[str],
-    package_uri: str | None = None,
-) -> list[dict[str, Any]]:
-    """``job.worker_pools`` as the SDK's snake_case dicts; an empty pool stays ``{}``."""
-    env = [{"name": name, "value": value} for name, value in cfg.job.env.items()]
-    specs: list[dict[str, Any]] = []
-    for pool in cfg.job.worker_pools:
-        if pool.empty:
-            specs.append({})
-            continue
-        machine: dict[str, Any] = {"machine_type": pool.machine_type}
-        if pool.accelerator_count:
-            machine["accelerator_type"] = pool.accelerator_type
-            machine["accelerator_count"] = pool.accelerator_count
-        spec: dict[str, Any] = {
-            "machine_spec": machine,
-            "replica_count": pool.replica_count,
-            "disk_spec": {
-                "boot_disk_type": pool.boot_disk_type,
-                "boot_disk_size_gb": pool.boot_disk_size_gb,
-            },
-        }
-        if pool.image_uri:  # a pool with its own image (e.g. Reduction Server) gets no trainer args
-            spec["container_spec"] = {"image_uri": pool.image_uri}
-        elif package_uri:
-            spec["python_package_spec"] = {
-                "executor_image_uri": cfg.python_package.executor_image_uri,
-                "package_uris": [package_uri],
-                "python_module": cfg.python_package.python_module,
-                "args": list(args),
-                "env": env,
-            }
-        else:
-            spec["container_spec"] = {"image_uri": image_uri, "args": list(args), "env": env}
-        specs.append(spec)
-    return specs
-
-
-def run_options(cfg: config_lib.Config, hpt: bool) -> dict[str, Any]:
-    """Keyword arguments for ``CustomJob.submit`` / ``HyperparameterTuningJob.run``."""
-    from google.cloud.aiplatform.compat.types import custom_job as custom_job_types
-
-    job = cfg.job
-    options: dict[str, Any] = {
-        "service_account": job.service_account or None,
-        "network": job.network or None,
-        "timeout": job.scheduling.timeout_seconds,
-        "restart_job_on_worker_restart": job.scheduling.restart_job_on_worker_restart,
-        "enable_web_access": job.enable_web_access,
-        "tensorboard": job.tensorboard or None,
-        "scheduling_strategy": (
-            custom_job_types.Scheduling.Strategy.SPOT if job.scheduling.spot else None
-        ),
-    }
-    if not hpt:
-        options["experiment"] = job.experiment or None
-    return options
-
-
-def apply_run_options(spec: Any, options: dict[str, Any], cfg: config_lib.Config) -> None:
-    """Set on a CustomJobSpec what the SDK's ``submit``/``run`` set from the same options.
-
-    Used for dry runs and gcloud YAML; the tests compare the result with what the SDK POSTs.
-    """
-    from google.cloud.aiplatform.compat.types import custom_job as custom_job_types
-    from google.protobuf import duration_pb2
-
-    if options["service_account"]:
-        spec.service_account = options["service_account"]
-    if options["network"]:
-        spec.network = options["network"]
-    if (
-        options["timeout"]
-        or options["restart_job_on_worker_restart"]
-        or (options["scheduling_strategy"])
-    ):
-        spec.scheduling = custom_job_types.Scheduling(
-            timeout=duration_pb2.Duration(seconds=options["timeout"]),
-            restart_job_on_worker_restart=options["restart_job_on_worker_restart"],
-            strategy=options["scheduling_strategy"],
-        )
-    if options["enable_web_access"]:
-        spec.enable_web_access = True
-    if options["tensorboard"]:
-        spec.tensorboard = options["tensorboard"]
-    if options.get("experiment"):
-        spec.experiment = (
-            f"projects/{cfg.project}/locations/{cfg.region}/metadataStores/default/"
-            f"contexts/{options['experiment']}"
-        )
-
-
-def build_custom_job(
-    cfg: config_lib.Config,
-    display_name: str,
-    image_uri: str,
-    args: list[str],
-    package_uri: str | None = None,
-):
-    from google.cloud import aiplatform
-
-    return aiplatform.CustomJob(
-        display_name=display_name,
-        worker_pool_specs=worker_pool_specs(cfg, image_uri, args, package_uri),
-        base_output_dir=f"{cfg.base_output_dir}/{display_name}",
-        staging_bucket=cfg.staging_bucket,
-    )
-
-
-def build_hpt_job(cfg: config_lib.Config, display_name: str, custom_job):
-    """The study around a fresh (never run) CustomJob, whose spec it copies."""
-    from google.cloud import aiplatform
-    from google.cloud.aiplatform import hyperparameter_tuning as hpt
-
-    study = cfg.hpt
-    specs: dict[str, Any] = {}
-    for p in study.parameters:
-        if p.type == "double":
-            specs[p.id] = hpt.DoubleParameterSpec(min=p.min, max=p.max, scale=p.scale)
-        elif p.type == "integer":
-            specs[p.id] = hpt.IntegerParameterSpec(min=int(p.min), max=int(p.max), scale=p.scale)
-        elif p.type == "discrete":
-            specs[p.id] = hpt.DiscreteParameterSpec(values=list(p.values), scale=p.scale)
-        else:
-            specs[p.id] = hpt.CategoricalParameterSpec(values=list(p.values))
-    return aiplatform.HyperparameterTuningJob(
-        display_name=display_name,
-        custom_job=custom_job,
-        metric_spec={study.metric_id: study.goal},
-        parameter_spec=specs,
-        max_trial_count=study.max_trial_count,
-        parallel_trial_count=study.parallel_trial_count,
-        max_failed_trial_count=study.max_failed_trial_count,
-        search_algorithm=None if study.algorithm == "bayesian" else study.algorithm,
-        measurement_selection=study.measurement_selection,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
 # Checks before any API call.
 
 
-def offline_problems(cfg: config_lib.Config, hpt: bool, package: bool, image_uri: str) -> list[str]:
-    """What would make Vertex refuse the job, knowable from the config alone."""
+def offline_problems(
+    cfg: config_lib.Config,
+    hpt: bool,
+    package: bool,
+    image_uri: str,
+    trainer_args: list[str] | None = None,
+) -> list[str]:
+    """What would make Vertex refuse the job (or tune nothing), knowable before any API call:
+    the config, Vertex's names and, for a study, the trainer's flags and metric."""
     problems = []
     if hpt and cfg.hpt is None:
         problems.append(f"{cfg.path}: hpt: missing: describe the study there to tune")
@@ -223,15 +81,7 @@ def offline_problems(cfg: config_lib.Config, hpt: bool, package: bool, image_uri
         problems.append(f"{cfg.path}: python_package.executor_image_uri: missing for --package")
     if not package and not re.match(r"^[a-z0-9.-]+(:[0-9]+)?/[^:@\s]+[:@][^\s]+$", image_uri):
         problems.append(f"image {image_uri!r} is not a full image URI (HOST/PATH:TAG)")
-    from google.cloud.aiplatform_v1.types import AcceleratorType
-
-    known = {member.name for member in AcceleratorType}
-    for index, pool in enumerate(cfg.job.worker_pools):
-        if pool.accelerator_type not in known:
-            problems.append(
-                f"{cfg.path}: job.worker_pools.{index}.accelerator_type: unknown accelerator "
-                f"{pool.accelerator_type!r} (e.g. NVIDIA_TESLA_T4, NVIDIA_L4)"
-            )
+    problems += preflight.problems(cfg, trainer_args, hpt=hpt)
     if cfg.job.experiment and not cfg.job.service_account:
         problems.append(f"{cfg.path}: job.service_account: an experiment needs a service account")
     return problems
@@ -442,8 +292,9 @@ def init_sdk(cfg: config_lib.Config, credentials, endpoint: str | None) -> None:
             credentials=credentials,
             **options,
         )
-    except ValueError as error:
-        raise SubmitError(f"{cfg.path}: {error}") from None
+    except ValueError as error:  # never the SDK's whole list of regions: one line
+        why = "not a Vertex AI region" if "region" in str(error) else str(error).splitlines()[0]
+        raise SubmitError(f"{cfg.path}: region: {cfg.region!r}: {why}") from None
 
 
 def log_hint(hpt: bool, resource_name: str, region: str) -> str:
@@ -452,46 +303,12 @@ def log_hint(hpt: bool, resource_name: str, region: str) -> str:
     return f"gcloud ai {kind} stream-logs {job_id} --region={region}"
 
 
-def write_gcloud_config(cfg, request: dict[str, Any], hpt: bool, display_name: str) -> list[str]:
-    """Write the YAML ``gcloud ai ... create --config`` reads; return the command to run it."""
-    import yaml
-
-    out = Path(GCLOUD_DIR)
-    out.mkdir(parents=True, exist_ok=True)
-    if hpt:
-        body = {k: v for k, v in request.items() if k != "displayName"}
-        path = out / "hpt-job.yaml"
-        command = [
-            "gcloud ai hp-tuning-jobs create",
-            f"--project={cfg.project}",
-            f"--region={cfg.region}",
-            f"--display-name={display_name}",
-            f"--max-trial-count={cfg.hpt.max_trial_count}",
-            f"--parallel-trial-count={cfg.hpt.parallel_trial_count}",
-            f"--config={path}",
-        ]
-    else:
-        body = request["jobSpec"]
-        path = out / "custom-job.yaml"
-        command = [
-            "gcloud ai custom-jobs create",
-            f"--project={cfg.project}",
-            f"--region={cfg.region}",
-            f"--display-name={display_name}",
-            f"--config={path}",
-        ]
-    header = (
-        f"# Generated from {cfg.path} by `make gcloud-config`; edit {cfg.path}, not this file.\n"
-    )
-    path.write_text(header + yaml.safe_dump(body, sort_keys=False))
-    return command
-
-
 def submit(args: argparse.Namespace) -> int:
     cfg = config_lib.load(args.config)
     offline = args.dry_run or args.gcloud_config
     image_uri = args.image or (cfg.image_uri_with_tag(args.tag) if args.tag else cfg.image_uri)
-    problems = offline_problems(cfg, args.hpt, args.package, image_uri)
+    trainer_args = list(cfg.job.args) + list(args.trainer_args)
+    problems = offline_problems(cfg, args.hpt, args.package, image_uri, trainer_args)
     placeholders = cfg.placeholders()
     if offline:
         for line in placeholders:
@@ -509,7 +326,6 @@ def submit(args: argparse.Namespace) -> int:
 
     base = args.display_name or (cfg.hpt.display_name if args.hpt else cfg.job.display_name)
     display_name = unique_display_name(base)
-    trainer_args = list(cfg.job.args) + list(args.trainer_args)
 
     endpoint = os.environ.get(ENDPOINT_ENV, "").rstrip("/") or None
     from google.auth.credentials import AnonymousCredentials
