@@ -50,19 +50,20 @@ ANSWER_OF_NAME = {key.rsplit(".", 1)[-1]: answer for key, answer in ANSWER_OF_KE
 
 
 def answer_problem(problem: str, config_lines: list[str]) -> str:
-    """``vertex.yaml: job.worker_pools.0.machine_type: why`` -> ``machine_type: why``."""
-    text = re.sub(rf"^{re.escape(CONFIG)}:\s*", "", problem)
+    """``vertex.yaml:29: job.worker_pools[0].machine_type: why`` -> ``machine_type: why``."""
+    match = re.match(rf"^{re.escape(CONFIG)}(?::(\d+))?:\s*(.*)$", problem, re.S)
+    line, text = (match.group(1), match.group(2)) if match else (None, problem)
     key, separator, why = text.partition(": ")
+    key = re.sub(r"\[(\d+)\]", r".\1", key)
     if separator and key in ANSWER_OF_KEY:
         return f"{ANSWER_OF_KEY[key]}: {why}"
-    line = re.match(r"line (\d+)\b", text)
-    if line and 0 < int(line.group(1)) <= len(config_lines):
-        name = config_lines[int(line.group(1)) - 1].strip().lstrip("- ").partition(":")[0]
+    if line and 0 < int(line) <= len(config_lines):
+        name = config_lines[int(line) - 1].strip().lstrip("- ").partition(":")[0]
         if name in ANSWER_OF_NAME:
             answer = ANSWER_OF_NAME[name]
             value = f"{ANSWERS[answer]!r} " if answer in ANSWERS else ""
-            return f"{answer}: {value}makes {CONFIG} invalid ({text}): use a plain value"
-    return f"{CONFIG}: {text}"
+            return f"{answer}: {value}makes {CONFIG} invalid (line {line}: {text}): use a plain value"
+    return problem
 
 
 def config_problems() -> list[str]:

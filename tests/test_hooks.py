@@ -303,16 +303,16 @@ def test_config_loader_checks_the_rendered_answers(tmp_path, machine_type, expec
 def test_config_problems_are_named_after_the_answers():
     hook = render_hook("post_gen_project")
     lines = ["project: x", "    - machine_type: a: b"]
-    assert hook.answer_problem("vertex.yaml: project: 'x' is not a project ID", lines) == (
+    assert hook.answer_problem("vertex.yaml:1: project: 'x' is not a project ID", lines) == (
         "gcp_project_id: 'x' is not a project ID"
     )
     assert hook.answer_problem(
-        "vertex.yaml: job.worker_pools.0.accelerator_count: must be >= 1", lines
+        "vertex.yaml:2: job.worker_pools[0].accelerator_count: must be >= 1", lines
     ) == ("accelerator_count: must be >= 1")
-    assert hook.answer_problem("vertex.yaml: line 2 is not valid YAML", lines) == (
-        "machine_type: 'n1-standard-8' makes vertex.yaml invalid (line 2 is not valid YAML): "
-        "use a plain value"
+    assert hook.answer_problem("vertex.yaml:2: is not valid YAML (mapping values)", lines) == (
+        "machine_type: 'n1-standard-8' makes vertex.yaml invalid "
+        "(line 2: is not valid YAML (mapping values)): use a plain value"
     )
-    assert hook.answer_problem("vertex.yaml: job.env: expected a mapping", lines) == (
-        "vertex.yaml: job.env: expected a mapping"
+    assert hook.answer_problem("vertex.yaml:7: job.env: expected a mapping", lines) == (
+        "vertex.yaml:7: job.env: expected a mapping"
     )

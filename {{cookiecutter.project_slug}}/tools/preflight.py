@@ -8,7 +8,7 @@
 
 Nothing here imports the ML framework: the flags are read from the trainer's source with
 ``ast`` (``add_argument("--flag", ...)`` in ``trainer/task.py`` and the trainer modules it
-imports), the metric from ``trainer/hpt_metric.py``, a framework-free module of the variant.
+imports), the metric from ``trainer/metric.py``, a framework-free module of the variant.
 ``python -m tools.config check`` and ``tools/submit.py`` run these checks.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib.util
+import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -176,11 +177,13 @@ def _add_flags(call: ast.Call, flags: dict[str, bool]) -> None:
 
 
 def reported_metric(trainer_args: Sequence[str], root: Path = PROJECT_ROOT):
-    """``(metric id, goal)`` from the variant's ``trainer/hpt_metric.py``; None without one."""
-    path = root / "trainer" / "hpt_metric.py"
+    """``(metric id, goal)`` from the variant's ``trainer/metric.py``; None without one."""
+    path = root / "trainer" / "metric.py"
     if not path.is_file():
         return None
-    spec = importlib.util.spec_from_file_location("_trainer_hpt_metric", path)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))  # it may import framework-free trainer modules
+    spec = importlib.util.spec_from_file_location("_trainer_metric", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.reported_metric(list(trainer_args))
