@@ -229,14 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in getattr(error, "problems", None) or [str(error)]:
             print(f"ERROR: {line}", file=sys.stderr)
         return 2
-    scheduling = config.job.scheduling
-    restart_job = args.restart_job_on_worker_restart
-    if restart_job is None:
-        restart_job = scheduling.restart_job_on_worker_restart
-    timeout = args.timeout if args.timeout is not None else float(scheduling.timeout_seconds)
-    launcher_options = {"module": args.module, "cwd": PROJECT_ROOT}
     if args.print_env:
-        print_env(job, ProcessLauncher(**launcher_options).command(job.args))
+        print_env(job, ProcessLauncher(args.module, PROJECT_ROOT).command(job.args))
         return 0
     if args.module == "trainer.task":
         problem = preflight.check(PROJECT_ROOT)
@@ -250,46 +244,52 @@ def main(argv: Sequence[str] | None = None) -> int:
             job = dataclasses.replace(job, output_dir=str(folder))
         folders.point_latest(root, job.output_dir)
     os.makedirs(job.output_dir, exist_ok=True)
-    return run(job, config, args, restart_job, timeout, launcher_options)
+    launcher = ProcessLauncher(args.module, PROJECT_ROOT, tmp_prefix=f"local_run-{job.job_id}-")
+    try:
+        return run(job, config, args, launcher)
+    finally:
+        launcher.close()
 
 
-def run(job: Job, config, args, restart_job: bool, timeout: float, launcher_options) -> int:
+def run(job: Job, config, args: argparse.Namespace, launcher: ProcessLauncher) -> int:
+    """Supervise the job's replicas to the end; print where its outputs are."""
     counts = ", ".join(f"{pool} x{len(hosts)}" for pool, hosts in job.pools.items())
     trial = f", HPT trial {job.trial}" if job.trial else ""
-    launcher = ProcessLauncher(**launcher_options, tmp_prefix=f"local_run-{job.job_id}-")
     print(f"local_run | job {job.job_id}: {counts}{trial}", flush=True)
     print(f"local_run | job folder (base output dir): {job.output_dir}/", flush=True)
     print(f"local_run | command: {' '.join(launcher.command(job.args))}", flush=True)
+    scheduling = config.job.scheduling
+    restart_job = args.restart_job_on_worker_restart
+    if restart_job is None:
+        restart_job = scheduling.restart_job_on_worker_restart
+    timeout = args.timeout if args.timeout is not None else float(scheduling.timeout_seconds)
     kill = {"seconds": None, "checkpoints": 0}
     if args.kill_after is not None:
         kill[args.kill_after[0]] = args.kill_after[1]
 
-    try:
-        envs = environments(job, config.job.env)
-        cpus = cpu_slices(len(job.replicas)) if args.split_cpus else [None] * len(job.replicas)
-        replicas = [
-            Replica(pool, index, list(job.args), envs[replica_name(pool, index)], cpus=slice_)
-            for (pool, index), slice_ in zip(job.replicas, cpus, strict=True)
-        ]
-        if any(cpus):
-            shares = (f"{r.name} {','.join(map(str, sorted(r.cpus)))}" for r in replicas)
-            print(f"local_run | CPUs of each replica: {'; '.join(shares)}", flush=True)
-        supervisor = Supervisor(
-            replicas,
-            launcher,
-            max_restarts=args.max_restarts,
-            restart_job_on_worker_restart=restart_job,
-            timeout=timeout,
-            grace=args.grace,
-            kill_after=kill["seconds"],
-            kill_at_checkpoint=kill["checkpoints"],
-            kill_replica=args.kill_replica,
-            checkpoint_dir=job.checkpoint_dir,
-            renew_env=lambda: environments(job.with_new_ports(), config.job.env),
-        )
-        status = supervisor.run()
-    finally:
-        launcher.close()
+    envs = environments(job, config.job.env)
+    cpus = cpu_slices(len(job.replicas)) if args.split_cpus else [None] * len(job.replicas)
+    replicas = [
+        Replica(pool, index, list(job.args), envs[replica_name(pool, index)], cpus=slice_)
+        for (pool, index), slice_ in zip(job.replicas, cpus, strict=True)
+    ]
+    if any(cpus):
+        shares = (f"{r.name} {','.join(map(str, sorted(r.cpus)))}" for r in replicas)
+        print(f"local_run | CPUs of each replica: {'; '.join(shares)}", flush=True)
+    supervisor = Supervisor(
+        replicas,
+        launcher,
+        max_restarts=args.max_restarts,
+        restart_job_on_worker_restart=restart_job,
+        timeout=timeout,
+        grace=args.grace,
+        kill_after=kill["seconds"],
+        kill_at_checkpoint=kill["checkpoints"],
+        kill_replica=args.kill_replica,
+        checkpoint_dir=job.checkpoint_dir,
+        renew_env=lambda: environments(job.with_new_ports(), config.job.env),
+    )
+    status = supervisor.run()
     chief_env = replica_env(job, *job.replicas[0])
     if status == 0:
         print(f"local_run | model: {chief_env['AIP_MODEL_DIR']}")
