@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from trainer import checkpoints
+
 PROJECT = Path(__file__).resolve().parent.parent
 if str(PROJECT) not in sys.path:  # tools/ is not installed: it runs from the project root
     sys.path.insert(0, str(PROJECT))
@@ -156,6 +158,26 @@ def test_latest_is_a_text_file_where_symlinks_are_unavailable(tmp_path, monkeypa
     assert not link.is_symlink() and link.read_text().strip() == "job-2"
     assert folders.read_latest(tmp_path) == second.resolve()
     assert folders.resume_folder("latest", tmp_path) == second.resolve()
+
+
+def test_the_drill_counts_complete_checkpoints_in_any_layout(tmp_path):
+    """One folder per job (XGBoost, PyTorch) or per task (Keras): the runner asks the marker
+    protocol of trainer/checkpoints.py instead of knowing a framework's layout."""
+    root = tmp_path / "checkpoints"
+    layout = {
+        "checkpoint-1": True,
+        "chief-0/checkpoint-2": True,
+        "worker-0/checkpoint-2": True,
+        "worker-0/checkpoint-3": False,  # still being written: no marker yet
+        "chief-0/checkpoint-2/checkpoint-9": True,  # a checkpoint's own files are not searched
+    }
+    for folder, complete in layout.items():
+        (root / folder).mkdir(parents=True)
+        if complete:
+            (root / folder / checkpoints.MARKER).write_text("{}")
+    found = [Path(c.path).relative_to(root).as_posix() for c in checkpoints.marked_complete(str(root))]
+    assert found == ["checkpoint-1", "chief-0/checkpoint-2", "worker-0/checkpoint-2"]
+    assert checkpoints.marked_complete(str(tmp_path / "none")) == []
 
 
 # --- the Makefile passes the job-folder choices on -------------------------------------------
