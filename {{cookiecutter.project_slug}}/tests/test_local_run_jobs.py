@@ -175,7 +175,8 @@ def test_the_drill_counts_complete_checkpoints_in_any_layout(tmp_path):
         (root / folder).mkdir(parents=True)
         if complete:
             (root / folder / checkpoints.MARKER).write_text("{}")
-    found = [Path(c.path).relative_to(root).as_posix() for c in checkpoints.marked_complete(str(root))]
+    marked = checkpoints.marked_complete(str(root))
+    found = [Path(checkpoint.path).relative_to(root).as_posix() for checkpoint in marked]
     assert found == ["checkpoint-1", "chief-0/checkpoint-2", "worker-0/checkpoint-2"]
     assert checkpoints.marked_complete(str(tmp_path / "none")) == []
 
