@@ -1,4 +1,4 @@
-"""Run this project's job through ``tools/local_run.py`` the way a user does, for drill tests.
+"""Run this project's job through ``tools/local_run`` the way a user does, for drill tests.
 
 Framework-free helpers shared by tests/test_local_run.py and each framework's
 ``test_<framework>_local_run.py``: start the runner in its own process, collect each replica's
