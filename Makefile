@@ -4,6 +4,9 @@ VENV ?= .venv
 FRAMEWORK ?= keras
 DEMO_DIR ?= build/demo
 BIN := $(VENV)/bin
+DEMO := $(DEMO_DIR)/vertex_trainer
+# The drill that suits the framework (Keras: every task saves its own checkpoint).
+DRILL = $(if $(filter keras,$(FRAMEWORK)),KILL_AFTER=checkpoint:2,KILL_AFTER=checkpoint RESTART_JOB=1)
 
 .DEFAULT_GOAL := help
 .PHONY: help venv demo test test-fast lint clean bench
@@ -18,13 +21,20 @@ $(BIN)/cookiecutter: requirements-dev.txt
 
 venv: $(BIN)/cookiecutter ## create .venv with the template's tools
 
-demo: venv ## bake a $(FRAMEWORK) project with defaults and train it locally on synthetic data
+demo: venv ## bake a $(FRAMEWORK) project into $(DEMO_DIR) (replaced each time) and train it locally
 	rm -rf $(DEMO_DIR)
 	$(BIN)/cookiecutter . --no-input --default-config -o $(DEMO_DIR) framework=$(FRAMEWORK)
-	cd $(DEMO_DIR)/vertex_trainer && $(PYTHON) -m venv .venv \
+	cd $(DEMO) && $(PYTHON) -m venv .venv \
 		&& PIP_CONSTRAINT=$(CURDIR)/tests/constraints.txt $(MAKE) install PYTHON=.venv/bin/python \
 		&& $(MAKE) train-local PYTHON=.venv/bin/python
-	@echo "Model exported to $(DEMO_DIR)/vertex_trainer/outputs/local/model"
+	@echo "Model exported to $(DEMO)/outputs/local/latest/model (latest: the newest job folder)"
+	@echo "Next, in the demo project with the venv the demo made (or add PYTHON=.venv/bin/python):"
+	@echo "  cd $(DEMO) && . .venv/bin/activate"
+	@echo "  make train-local REPLICAS=2          # chief + 1 worker, a new job folder"
+	@echo "  make train-local REPLICAS=2 $(DRILL)  # the preemption drill"
+	@echo "  make train-local RESUME=latest       # rerun the latest job from its checkpoints"
+	@echo "  make test                            # the project's own tests"
+	@echo "  make submit DRY_RUN=1                # the Vertex request it would send"
 
 test: venv ## the whole suite: bake every variant, lint it, run its own tests in a fresh venv
 	$(BIN)/python -m pytest -n auto tests

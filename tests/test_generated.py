@@ -37,5 +37,5 @@ def test_generated_project_installs_lints_tests_and_trains(tmp_path, framework):
     tests = run(["make", "test", python], project, timeout=1200)
     assert " passed" in tests.stdout and " failed" not in tests.stdout
     run(["make", "train-local", python], project, timeout=600)
-    model_dir = project / "outputs" / "local" / "model"
+    model_dir = project / "outputs" / "local" / "latest" / "model"
     assert model_dir.is_dir() and any(model_dir.iterdir()), "train-local exported no model"

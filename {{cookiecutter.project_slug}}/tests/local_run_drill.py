@@ -1,4 +1,4 @@
-"""Run this project's job through ``tools/local_run.py`` the way a user does, for drill tests.
+"""Run this project's job through ``tools/local_run`` the way a user does, for drill tests.
 
 Framework-free helpers shared by tests/test_local_run.py and each framework's
 ``test_<framework>_local_run.py``: start the runner in its own process, collect each replica's
@@ -22,6 +22,99 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
 CHIEF = "workerpool0-0"
+
+
+# A stand-in for trainer.task for tests of the runner itself (not of a framework).
+FAKE_TRAINER = r'''
+"""A stand-in for trainer.task: behaves as the test's flags say, records what it saw."""
+import argparse, json, os, signal, subprocess, sys, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--state", required=True)
+parser.add_argument("--chief-seconds", type=float, default=0.3)
+parser.add_argument("--worker-seconds", type=float, default=3600)
+parser.add_argument("--fail", action="append", default=[])  # NAME:ATTEMPTS:EXIT_CODE
+parser.add_argument("--chief-needs", default="")  # NAME:ATTEMPT that must have started
+parser.add_argument("--worker-needs", default="")  # the same, before a worker does anything
+parser.add_argument("--chief-succeeds-on-attempt", type=int, default=1)
+parser.add_argument("--steps", type=int, default=0)  # chief saves a checkpoint per step
+parser.add_argument("--ignore-sigterm", action="store_true")
+parser.add_argument("--grandchild", action="store_true")
+parser.add_argument("--grandchild-session", action="store_true")  # as torchrun starts workers
+args, _ = parser.parse_known_args()
+
+
+def started(who):
+    path = os.path.join(args.state, who + ".starts")
+    return len(open(path).read().split()) if os.path.exists(path) else 0
+
+
+def wait_for(rule):
+    who, wanted = rule.split(":")
+    deadline = time.time() + 30
+    while started(who) < int(wanted) and time.time() < deadline:
+        time.sleep(0.05)
+
+
+spec = json.loads(os.environ["CLUSTER_SPEC"])
+name = f"{spec['task']['type']}-{spec['task']['index']}"
+attempt = started(name) + 1
+if args.ignore_sigterm:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if args.grandchild or args.grandchild_session:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(3600)"],
+        start_new_session=args.grandchild_session,
+    )
+    with open(os.path.join(args.state, f"{name}-{attempt}.grandchild"), "w") as handle:
+        handle.write(str(child.pid))
+with open(os.path.join(args.state, f"{name}-{attempt}.json"), "w") as handle:
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cpus": cpus}, handle)
+# Recorded last: once a start is counted, everything above has happened.
+with open(os.path.join(args.state, name + ".starts"), "a") as handle:
+    handle.write(f"{os.getpid()}\n")
+print(f"hello from {name} attempt {attempt}", flush=True)
+if args.worker_needs and name != "workerpool0-0":
+    wait_for(args.worker_needs)
+for rule in args.fail:
+    who, times, code = rule.split(":")
+    if who == name and attempt <= int(times):
+        print(f"{name} fails on purpose", flush=True)
+        sys.exit(int(code))
+if name != "workerpool0-0":
+    time.sleep(args.worker_seconds)
+    sys.exit(0)
+if args.chief_needs:
+    wait_for(args.chief_needs)
+if attempt < args.chief_succeeds_on_attempt:
+    time.sleep(3600)
+if args.steps:
+    root = os.environ["AIP_CHECKPOINT_DIR"]
+    os.makedirs(root, exist_ok=True)
+    done = [int(n.split("-")[1]) for n in os.listdir(root)
+            if os.path.exists(os.path.join(root, n, "COMPLETE"))]
+    start = max(done, default=0)
+    print(f"resuming from step {start}", flush=True)
+    for step in range(start + 1, args.steps + 1):
+        time.sleep(0.3)
+        folder = os.path.join(root, f"checkpoint-{step}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "COMPLETE"), "w") as handle:
+            handle.write("{}")
+        print(f"step {step}", flush=True)
+time.sleep(args.chief_seconds)
+print(f"{name} done", flush=True)
+'''
+
+
+def install_fake_trainer(tmp_path: Path, monkeypatch) -> Path:
+    """Make ``FAKE_TRAINER`` importable as ``fake_trainer``; return the folder it records in."""
+    (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    return state
 
 
 def job_processes(job_id: str) -> list[int]:

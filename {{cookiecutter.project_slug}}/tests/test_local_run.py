@@ -1,4 +1,4 @@
-"""tools/local_run.py: the environment it gives each replica, held field by field against the
+"""tools/local_run: the environment it gives each replica, held field by field against the
 Vertex contract, and how it supervises replica processes, with a tiny fake trainer."""
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from trainer import runtime
 PROJECT = Path(__file__).resolve().parent.parent
 if str(PROJECT) not in sys.path:  # tools/ is not installed: it runs from the project root
     sys.path.insert(0, str(PROJECT))
-local_run = importlib.import_module("tools.local_run")
+job_spec = importlib.import_module("tools.local_run.job")
+launcher = importlib.import_module("tools.local_run.launcher")
+supervisor = importlib.import_module("tools.local_run.supervisor")
+cli = importlib.import_module("tools.local_run.cli")
 config = importlib.import_module("tools.config")
 drill = importlib.import_module("local_run_drill")
 job_processes, runner_temp_dirs = drill.job_processes, drill.runner_temp_dirs
@@ -84,11 +87,11 @@ ENV_CASES = {
 def test_replica_env_matches_the_contract_field_by_field(case):
     sizes, trial = ENV_CASES[case]
     ports = list(range(40000, 40000 + sum(sizes)))
-    job = local_run.make_job(sizes, BASE, args=["--a=1"], trial=trial, job_id=JOB_ID, ports=ports)
+    job = job_spec.make_job(sizes, BASE, args=["--a=1"], trial=trial, job_id=JOB_ID, ports=ports)
     assert len(job.replicas) == sum(sizes)
     metric_files = set()
     for pool, index in job.replicas:
-        env = local_run.replica_env(job, pool, index)
+        env = job_spec.replica_env(job, pool, index)
         want = expected_env(sizes, ports, pool, index, trial)
         name = f"{pool}-{index}"
 
@@ -130,9 +133,9 @@ def test_replica_env_matches_the_contract_field_by_field(case):
 def test_trainer_runtime_reads_back_what_the_runner_sets(case):
     """The runner and trainer/runtime.py agree on every replica's role and output dirs."""
     sizes, trial = ENV_CASES[case]
-    job = local_run.make_job(sizes, BASE, trial=trial, job_id=JOB_ID)
+    job = job_spec.make_job(sizes, BASE, trial=trial, job_id=JOB_ID)
     for pool, index in job.replicas:
-        env = local_run.replica_env(job, pool, index)
+        env = job_spec.replica_env(job, pool, index)
         cluster = runtime.cluster_from_env(env)
         assert (cluster.pool, cluster.index) == (pool, index)
         assert cluster.trial == (str(trial) if trial else None)
@@ -149,11 +152,10 @@ def test_trainer_runtime_reads_back_what_the_runner_sets(case):
 
 
 def test_process_env_drops_stale_contract_variables_and_gives_each_replica_its_tmp():
-    job = local_run.make_job([1], BASE, job_id=JOB_ID)
+    job = job_spec.make_job([1], BASE, job_id=JOB_ID)
     shell = {"PATH": "/bin", "TF_CONFIG": "{}", "RANK": "3", "AIP_MODEL_DIR": "gs://old/"}
-    env = local_run.process_env(
-        job, "workerpool0", 0, "/tmp/x", extra={"FOO": "bar", "CLOUD_ML_JOB_ID": "9"}, base=shell
-    )
+    vertex = job_spec.environments(job, {"FOO": "bar", "CLOUD_ML_JOB_ID": "9"})["workerpool0-0"]
+    env = launcher.process_env(vertex, "/tmp/x", base=shell)
     assert env["PATH"] == "/bin" and env["FOO"] == "bar" and env["TMPDIR"] == "/tmp/x"
     assert "TF_CONFIG" not in env and "RANK" not in env
     assert env["AIP_MODEL_DIR"] == f"{BASE}/model/"
@@ -164,18 +166,18 @@ def test_cpu_slices_are_disjoint_and_cover_the_machine():
     if not hasattr(os, "sched_getaffinity"):
         pytest.skip("no CPU affinity on this platform")
     cpus = os.sched_getaffinity(0)
-    assert local_run.cpu_slices(1) == [None]
-    assert local_run.cpu_slices(len(cpus) + 1) == [None] * (len(cpus) + 1)
+    assert launcher.cpu_slices(1) == [None]
+    assert launcher.cpu_slices(len(cpus) + 1) == [None] * (len(cpus) + 1)
     if len(cpus) < 2:
         pytest.skip("needs 2 CPUs to split")
-    first, second = local_run.cpu_slices(2)
+    first, second = launcher.cpu_slices(2)
     assert first and second and not first & second and first | second == cpus
 
 
 def test_free_ports_are_distinct_and_bindable():
     import socket
 
-    ports = local_run.free_ports(8)
+    ports = job_spec.free_ports(8)
     assert len(set(ports)) == 8
     for port in ports:
         with socket.socket() as sock:
@@ -187,14 +189,14 @@ def test_free_ports_are_distinct_and_bindable():
     [([1], None, [1]), ([1, 3], None, [1, 3]), ([1, 0], None, [1]), ([1], 4, [1, 3])],
 )
 def test_pool_sizes(configured, replicas, sizes):
-    assert local_run.pool_sizes(configured, replicas) == sizes
+    assert job_spec.pool_sizes(configured, replicas) == sizes
 
 
 def test_pool_sizes_rejects_bad_counts():
     with pytest.raises(ValueError):
-        local_run.pool_sizes([1], 0)
+        job_spec.pool_sizes([1], 0)
     with pytest.raises(ValueError):
-        local_run.pool_sizes([2])
+        job_spec.pool_sizes([2])
 
 
 def test_trial_values_are_reproducible_in_range_and_formatted_like_vertex():
@@ -205,134 +207,52 @@ def test_trial_values_are_reproducible_in_range_and_formatted_like_vertex():
         config.Parameter("activation", "categorical", values=("relu", "tanh")),
     ]
     for trial in range(1, 30):
-        values = local_run.trial_values(parameters, trial)
-        assert values == local_run.trial_values(parameters, trial)
+        values = job_spec.trial_values(parameters, trial)
+        assert values == job_spec.trial_values(parameters, trial)
         assert 1e-4 <= float(values["learning_rate"]) <= 1e-1
         assert 3 <= int(values["depth"]) <= 10
         assert values["batch_size"] in ("16.0", "32.0", "64.0")  # DISCRETE arrives as a float
         assert values["activation"] in ("relu", "tanh")
-    assert local_run.trial_values(parameters, 1, {"depth": "4"})["depth"] == "4"
+    assert job_spec.trial_values(parameters, 1, {"depth": "4"})["depth"] == "4"
     with pytest.raises(ValueError):
-        local_run.trial_values(parameters, 1, {"nope": "1"})
+        job_spec.trial_values(parameters, 1, {"nope": "1"})
 
 
 def test_hpt_trial_args_come_last_as_name_equals_value(tmp_path):
     study = config.load(PROJECT / "vertex.yaml").hpt
-    args = local_run.parse_args(
+    args = cli.parse_args(
         ["--hpt-trial=2", f"--output-dir={tmp_path}", "--job-id=5", "--", "--extra=1"]
     )
-    job, _ = local_run.build(args)
+    job, _ = cli.build(args)
     trial_args = job.args[-len(study.parameters) :]
     assert [arg.split("=")[0] for arg in trial_args] == [f"--{p.id}" for p in study.parameters]
     assert "--extra=1" in job.args[: -len(study.parameters)]
     assert job.trial == "2" and job.run_dir == f"{tmp_path}/2"
-    env = local_run.replica_env(job, "workerpool0", 0)
+    env = job_spec.replica_env(job, "workerpool0", 0)
     assert env["AIP_MODEL_DIR"] == f"{tmp_path}/2/model/"
     assert json.loads(env["CLUSTER_SPEC"])["task"]["trial"] == "2"
 
 
 def test_last_measurement_reads_the_hypertune_file(tmp_path):
     path = tmp_path / "output.metrics"
-    assert local_run.last_measurement(str(path)) == ""
+    assert cli.last_measurement(str(path)) == ""
     lines = [
         {"auc": "0.9", "checkpoint_path": "", "global_step": "10", "timestamp": 1.0, "trial": "0"},
         {"auc": "0.95", "checkpoint_path": "", "global_step": "20", "timestamp": 2.0, "trial": "0"},
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert local_run.last_measurement(str(path)) == f"auc=0.95 at step 20 ({path})"
+    assert cli.last_measurement(str(path)) == f"auc=0.95 at step 20 ({path})"
 
 
 def test_print_env_shows_every_replica(tmp_path, capsys):
     argv = ["--replicas=2", f"--output-dir={tmp_path}", "--print-env"]
-    assert local_run.main(argv) == 0
+    assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "workerpool0-0:" in out and "workerpool1-0:" in out and "TF_CONFIG=" in out
     assert not os.listdir(tmp_path), "--print-env runs nothing"
 
 
 # --- supervising replica processes, with a fake trainer --------------------------------------
-
-FAKE_TRAINER = r'''
-"""A stand-in for trainer.task: behaves as the test's flags say, records what it saw."""
-import argparse, json, os, signal, subprocess, sys, time
-
-parser = argparse.ArgumentParser()
-parser.add_argument("--state", required=True)
-parser.add_argument("--chief-seconds", type=float, default=0.3)
-parser.add_argument("--worker-seconds", type=float, default=3600)
-parser.add_argument("--fail", action="append", default=[])  # NAME:ATTEMPTS:EXIT_CODE
-parser.add_argument("--chief-needs", default="")  # NAME:ATTEMPT that must have started
-parser.add_argument("--worker-needs", default="")  # the same, before a worker does anything
-parser.add_argument("--chief-succeeds-on-attempt", type=int, default=1)
-parser.add_argument("--steps", type=int, default=0)  # chief saves a checkpoint per step
-parser.add_argument("--ignore-sigterm", action="store_true")
-parser.add_argument("--grandchild", action="store_true")
-parser.add_argument("--grandchild-session", action="store_true")  # as torchrun starts workers
-args, _ = parser.parse_known_args()
-
-
-def started(who):
-    path = os.path.join(args.state, who + ".starts")
-    return len(open(path).read().split()) if os.path.exists(path) else 0
-
-
-def wait_for(rule):
-    who, wanted = rule.split(":")
-    deadline = time.time() + 30
-    while started(who) < int(wanted) and time.time() < deadline:
-        time.sleep(0.05)
-
-
-spec = json.loads(os.environ["CLUSTER_SPEC"])
-name = f"{spec['task']['type']}-{spec['task']['index']}"
-attempt = started(name) + 1
-if args.ignore_sigterm:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-if args.grandchild or args.grandchild_session:
-    child = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(3600)"],
-        start_new_session=args.grandchild_session,
-    )
-    with open(os.path.join(args.state, f"{name}-{attempt}.grandchild"), "w") as handle:
-        handle.write(str(child.pid))
-with open(os.path.join(args.state, f"{name}-{attempt}.json"), "w") as handle:
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cpus": cpus}, handle)
-# Recorded last: once a start is counted, everything above has happened.
-with open(os.path.join(args.state, name + ".starts"), "a") as handle:
-    handle.write(f"{os.getpid()}\n")
-print(f"hello from {name} attempt {attempt}", flush=True)
-if args.worker_needs and name != "workerpool0-0":
-    wait_for(args.worker_needs)
-for rule in args.fail:
-    who, times, code = rule.split(":")
-    if who == name and attempt <= int(times):
-        print(f"{name} fails on purpose", flush=True)
-        sys.exit(int(code))
-if name != "workerpool0-0":
-    time.sleep(args.worker_seconds)
-    sys.exit(0)
-if args.chief_needs:
-    wait_for(args.chief_needs)
-if attempt < args.chief_succeeds_on_attempt:
-    time.sleep(3600)
-if args.steps:
-    root = os.environ["AIP_CHECKPOINT_DIR"]
-    os.makedirs(root, exist_ok=True)
-    done = [int(n.split("-")[1]) for n in os.listdir(root)
-            if os.path.exists(os.path.join(root, n, "COMPLETE"))]
-    start = max(done, default=0)
-    print(f"resuming from step {start}", flush=True)
-    for step in range(start + 1, args.steps + 1):
-        time.sleep(0.3)
-        folder = os.path.join(root, f"checkpoint-{step}")
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "COMPLETE"), "w") as handle:
-            handle.write("{}")
-        print(f"step {step}", flush=True)
-time.sleep(args.chief_seconds)
-print(f"{name} done", flush=True)
-'''
 
 
 def alive(pid: int) -> bool:
@@ -346,11 +266,7 @@ def alive(pid: int) -> bool:
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """The fake trainer as module ``fake_trainer``, and a folder for what it records."""
-    (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
-    state = tmp_path / "state"
-    state.mkdir()
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    return state
+    return drill.install_fake_trainer(tmp_path, monkeypatch)
 
 
 def starts(state: Path, name: str) -> int:
@@ -360,29 +276,21 @@ def starts(state: Path, name: str) -> int:
 
 def supervise(tmp_path, state, sizes, fake_args, renew=False, **options):
     """Run a job of the fake trainer under the Supervisor; return (status, output, job)."""
-    job = local_run.make_job(sizes, str(tmp_path / "out"), args=["--state", str(state), *fake_args])
-    command = [sys.executable, "-m", "fake_trainer", *job.args]
-
-    def environments(job):
-        return {
-            local_run.replica_name(pool, index): local_run.process_env(job, pool, index, None)
-            for pool, index in job.replicas
-        }
-
-    envs = environments(job)
+    job = job_spec.make_job(sizes, str(tmp_path / "out"), args=["--state", str(state), *fake_args])
+    envs = job_spec.environments(job)
     replicas = [
-        local_run.Replica(pool, index, command, envs[local_run.replica_name(pool, index)])
+        supervisor.Replica(pool, index, list(job.args), envs[job_spec.replica_name(pool, index)])
         for pool, index in job.replicas
     ]
     if renew:
-        options["renew_env"] = lambda: environments(job.with_new_ports())
+        options["renew_env"] = lambda: job_spec.environments(job.with_new_ports())
     out = io.StringIO()
     options.setdefault("grace", 1.0)
     options.setdefault("timeout", 60)
-    supervisor = local_run.Supervisor(
-        replicas, cwd=tmp_path, checkpoint_dir=job.checkpoint_dir, out=out, **options
-    )
-    status = supervisor.run()
+    processes = launcher.ProcessLauncher(module="fake_trainer", cwd=tmp_path)
+    status = supervisor.Supervisor(
+        replicas, processes, checkpoint_dir=job.checkpoint_dir, out=out, **options
+    ).run()
     assert job_processes(job.job_id) == [], "replica processes were left behind"
     return status, out.getvalue(), job, {r.name: r for r in replicas}
 
@@ -466,13 +374,13 @@ def test_kill_at_checkpoint_resumes_from_the_newest_complete_one(tmp_path, fake,
     ],
 )
 def test_kill_after_values(value, parsed):
-    assert local_run.parse_args([f"--kill-after={value}"]).kill_after == parsed
+    assert cli.parse_args([f"--kill-after={value}"]).kill_after == parsed
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "checkpoint:0", "checkpoint:x"])
 def test_kill_after_rejects_bad_values(value):
     with pytest.raises(SystemExit):
-        local_run.parse_args([f"--kill-after={value}"])
+        cli.parse_args([f"--kill-after={value}"])
 
 
 def test_restart_job_on_worker_restart_restarts_every_replica_on_fresh_ports(tmp_path, fake):
@@ -524,7 +432,7 @@ def test_children_of_a_replica_are_stopped_with_it(tmp_path, fake, flag):
 
 def new_job_id() -> str:
     """Unique per test run: several test runs may share this machine."""
-    return local_run.new_job_id()
+    return job_spec.new_job_id()
 
 
 def test_main_runs_the_job_with_each_replica_seeing_its_env(tmp_path, fake, capsys):
@@ -542,7 +450,7 @@ def test_main_runs_the_job_with_each_replica_seeing_its_env(tmp_path, fake, caps
         str(fake),
         "--steps=3",
     ]
-    assert local_run.main(argv) == 0
+    assert cli.main(argv) == 0
     output = capsys.readouterr().out
     assert f"local_run | job {job_id}: workerpool0 x1, workerpool1 x1" in output
     assert f"local_run | model: {out_dir}/model/" in output
@@ -555,7 +463,7 @@ def test_main_runs_the_job_with_each_replica_seeing_its_env(tmp_path, fake, caps
     assert first["env"]["TMPDIR"] != worker["env"]["TMPDIR"], "each replica has its own /tmp"
     assert first["env"]["TMPDIR"].startswith(tempfile.gettempdir())
     assert (first["env"]["RANK"], worker["env"]["RANK"]) == ("0", "1")
-    if len(local_run.cpu_slices(2)) == 2 and local_run.cpu_slices(2)[0]:
+    if len(launcher.cpu_slices(2)) == 2 and launcher.cpu_slices(2)[0]:
         # Each replica has CPUs of its own, as on a VM of its own, also after a restart.
         assert first["cpus"] == again["cpus"] and not set(first["cpus"]) & set(worker["cpus"])
     assert first["argv"][-1] == "--steps=3"

