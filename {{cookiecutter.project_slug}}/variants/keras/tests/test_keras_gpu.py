@@ -23,7 +23,8 @@ from trainer import checkpoints
 GPUS = tf.config.list_physical_devices("GPU")
 NO_GPU = (
     "no GPU visible to TensorFlow: tf.config.list_physical_devices('GPU') is empty "
-    f"(tensorflow {tf.__version__}, built with CUDA: {tf.test.is_built_with_cuda()})"
+    f"(tensorflow {tf.__version__}, built with CUDA: {tf.test.is_built_with_cuda()}; on a GPU "
+    "VM the CUDA libraries come with the tf-gpu image or pip install 'tensorflow[and-cuda]')"
 )
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not GPUS, reason=NO_GPU)]
 

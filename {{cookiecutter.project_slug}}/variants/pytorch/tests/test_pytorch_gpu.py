@@ -30,7 +30,7 @@ from trainer import checkpoints
 
 
 def _no_cuda_reason() -> str:
-    build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
+    build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "a CPU-only build"
     return f"no CUDA GPU: torch.cuda.is_available() is False (torch {torch.__version__}, {build})"
 
 
