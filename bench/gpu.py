@@ -335,7 +335,8 @@ def render(results: dict) -> str:
         table = peak["table"]
         sheet = f"{table['tflops']} TFLOPS ({table['entry']})" if table else "not in the table"
         lines += [
-            f"PyTorch, BERT-base shape, {torch['precision']}, {TOKENS_PER_STEP} tokens per step. "
+            f"PyTorch, BERT-base shape, {torch['precision']}, "
+            f"{torch['setup']['tokens_per_step']} tokens per step. "
             f"Peak: data sheet {sheet}; measured matmul {peak['matmul_bf16_tflops']} TFLOPS "
             f"bf16, {peak['matmul_fp16_tflops']} fp16.",
             "",
