@@ -20,6 +20,7 @@ def main() -> None:
     parser.add_argument("--eta", type=float, required=True)
     parser.add_argument("--nthread", type=int, default=0, help="0: XGBoost's default, all cores")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--device", default="cpu", help="cuda: the GPU benchmark (gpu.py)")
     args = parser.parse_args()
 
     frame = pd.read_csv(args.train_data)
@@ -33,6 +34,8 @@ def main() -> None:
     }
     if args.nthread:
         params["nthread"] = args.nthread
+    if args.device != "cpu":
+        params["device"] = args.device
     xgb.train(params, train, num_boost_round=args.num_boost_round)
 
 

@@ -79,10 +79,32 @@ def padding_shares(lengths: list[int], batch: int, seed: int = 0) -> dict:
     return shares
 
 
+def wordpiece_tokenizer(texts: list[str], model_dir: str, vocab_size: int):
+    """A BERT tokenizer with a WordPiece vocabulary trained on ``texts``, saved in ``model_dir``.
+
+    Loaded from a tokenizer.json, not ``BertTokenizerFast(vocab_file=...)``: transformers 5
+    ignores ``vocab_file`` there and leaves 5 special tokens, every word then [UNK].
+    """
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast
+
+    os.makedirs(model_dir, exist_ok=True)
+    trainer = BertWordPieceTokenizer(lowercase=True)
+    trainer.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2)
+    trainer.save_model(model_dir)
+    # Built again from the vocabulary: only then does it add [CLS] and [SEP].
+    wordpiece = BertWordPieceTokenizer(os.path.join(model_dir, "vocab.txt"), lowercase=True)
+    wordpiece.save(os.path.join(model_dir, "tokenizer.json"))
+    tokenizer = BertTokenizerFast(
+        tokenizer_file=os.path.join(model_dir, "tokenizer.json"), model_max_length=512
+    )
+    tokenizer.save_pretrained(model_dir)
+    return tokenizer
+
+
 def pytorch(folder: str, train_size: int, eval_size: int) -> dict:
     """CSV reviews plus a tiny BERT (random weights, WordPiece vocab trained on the texts)."""
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import BertConfig, BertForSequenceClassification
 
     texts, labels = review_texts(train_size, seed=1)
     eval_texts, eval_labels = review_texts(eval_size, seed=2)
@@ -90,13 +112,7 @@ def pytorch(folder: str, train_size: int, eval_size: int) -> dict:
     write_csv(os.path.join(folder, "eval.csv"), eval_texts, eval_labels)
 
     model_dir = os.path.join(folder, "tiny-bert")
-    os.makedirs(model_dir, exist_ok=True)
-    wordpiece = BertWordPieceTokenizer(lowercase=True)
-    wordpiece.train_from_iterator(texts, vocab_size=2000, min_frequency=2)
-    wordpiece.save_model(model_dir)
-    tokenizer = BertTokenizerFast(vocab_file=os.path.join(model_dir, "vocab.txt"))
-    tokenizer.model_max_length = 512
-    tokenizer.save_pretrained(model_dir)
+    tokenizer = wordpiece_tokenizer(texts, model_dir, vocab_size=2000)
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=64,

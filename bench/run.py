@@ -550,7 +550,21 @@ def main() -> int:
         help="results file; README.md and results.png are written beside it "
         "(default: bench/results.json, or bench/.work/quick/results.json with --quick)",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="run the GPU benchmarks instead (gpu.py: BERT-base in bf16, XGBoost on CUDA; "
+        "gpu.py's own options pass through); prints 'no GPU: skipped' and exits 0 without a GPU",
+    )
+    args, passed = parser.parse_known_args()
+    if passed and not args.gpu:
+        parser.error(f"unrecognized arguments: {' '.join(passed)}")
+    if args.gpu:
+        import gpu  # bench/gpu.py, next to this file
+
+        passed += ["--frameworks", args.frameworks] + (["--quick"] if args.quick else [])
+        passed += ["--repeats", str(args.repeats)] if args.repeats else []
+        return gpu.main(passed + (["--output", args.output] if args.output else []))
     repeats = args.repeats or (1 if args.quick else 3)
     default_folder = WORK / "quick" if args.quick else BENCH
     output = Path(args.output) if args.output else default_folder / "results.json"
