@@ -44,14 +44,6 @@ COMMANDS = readme_commands()
 FRAMEWORK = json.loads((PROJECT / ".cookiecutter.json").read_text(encoding="utf-8"))["framework"]
 
 
-def case(command: str):
-    # PyTorch, 2 replicas: the worker loads the --model-name-or-path=scratch model before it
-    # exists ("Should have a `model_type` key"), a bug of the variant, not of the runner.
-    if FRAMEWORK == "pytorch" and "REPLICAS=2" in command:
-        return pytest.param(command, marks=pytest.mark.xfail(reason="fixed on branch torch"))
-    return command
-
-
 def test_the_section_shows_the_everyday_runs():
     made = [command for command in COMMANDS if command.startswith("make")]
     assert "make train-local" in made and "make train-local RESUME=latest" in made
@@ -79,7 +71,7 @@ def job_folder(output: str) -> Path:
     return Path(found[-1])
 
 
-@pytest.mark.parametrize("command", [case(command) for command in COMMANDS])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_readme_command_runs_as_written(tmp_path, command):
     project = tmp_path / PROJECT.name
     shutil.copytree(PROJECT, project, ignore=COPY_IGNORE)

@@ -221,7 +221,7 @@ def _precision(choice: str) -> str | None:
     if choice == "auto":
         if not torch.cuda.is_available():
             return None
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
     return None if choice == "fp32" else choice
 
 
