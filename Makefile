@@ -6,7 +6,7 @@ DEMO_DIR ?= build/demo
 BIN := $(VENV)/bin
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test test-fast lint clean bench
+.PHONY: help venv demo test test-fast test-images lint clean bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -29,8 +29,11 @@ demo: venv ## bake a $(FRAMEWORK) project with defaults and train it locally on 
 test: venv ## the whole suite: bake every variant, lint it, run its own tests in a fresh venv
 	$(BIN)/python -m pytest -n auto tests
 
-test-fast: venv ## everything but the fresh-venv runs of the generated projects
-	$(BIN)/python -m pytest -n auto -m "not generated" tests
+test-fast: venv ## everything but the fresh-venv runs and the Docker image tests
+	$(BIN)/python -m pytest -n auto -m "not generated and not images" tests
+
+test-images: venv ## each variant's image built and trained in containers (needs Docker; root)
+	$(BIN)/python -m pytest -n 0 -m images tests
 
 lint: venv ## ruff on the template's own Python
 	$(BIN)/python -m ruff check .
