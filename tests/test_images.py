@@ -173,7 +173,12 @@ def wheels(engine):
         return
     host = bridge_gateway()
     handler = functools.partial(QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer((host, 0), handler)
+    try:
+        server = http.server.ThreadingHTTPServer((host, 0), handler)
+    except OSError:  # the engine's bridge is not on this machine (rootless, remote engine)
+        yield {}, []
+        shutil.rmtree(folder)
+        return
     threading.Thread(target=server.serve_forever, daemon=True).start()
     args = {"PIP_FIND_LINKS": f"http://{host}:{server.server_port}/", "PIP_TRUSTED_HOST": host}
     yield args, [w.name for w in found]

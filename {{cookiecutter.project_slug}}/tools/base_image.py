@@ -10,10 +10,10 @@ import``. It carries this machine's extra CA certificates (/usr/local/share/ca-c
 and the network settings of its pip configuration (index URLs, trusted hosts, proxy, timeout;
 local folders are left out, a container cannot see them), so ``pip install`` inside ``make
 build BASE_IMAGE=<tag>`` reaches the same package index as this machine. The tag names a hash
-of all that: an existing tag is reused, so the minute it takes is spent once. Needs root and
-``debootstrap`` (``apt-get install debootstrap``). bookworm's Python is 3.11; Vertex's
-prebuilt images run 3.10, so this base is for building and testing the image, not a copy of
-the production one.
+of all that: an existing tag is reused, so the minute it takes is spent once. Needs
+``debootstrap`` (``apt-get install debootstrap``) and root, or password-less ``sudo`` for its
+root steps. bookworm's Python is 3.11; Vertex's prebuilt images run 3.10, so this base is for
+building and testing the image, not a copy of the production one.
 """
 
 from __future__ import annotations
@@ -123,27 +123,43 @@ def run(command: list[str], what: str, **kwargs) -> None:
         raise BuildError(f"{what} failed: {lines[-1].strip() if lines else result.returncode}")
 
 
-def make_rootfs(root: Path, suite: str, mirror: str, certificates: list[Path], pip_conf: str):
+def as_root() -> list[str]:
+    """The prefix that runs a command as root: none for root, else password-less sudo."""
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"]).returncode == 0:
+        return ["sudo", "-n"]
+    raise BuildError("debootstrap and chroot need root: run this as root or with sudo")
+
+
+def make_rootfs(
+    root: Path, suite: str, mirror: str, certificates: list[Path], pip_conf: Path, sudo: list[str]
+) -> None:
     include = ",".join(PACKAGES)
     run(
-        ["debootstrap", "--variant=minbase", f"--include={include}", suite, str(root), mirror],
+        [
+            *sudo,
+            "debootstrap",
+            "--variant=minbase",
+            f"--include={include}",
+            suite,
+            str(root),
+            mirror,
+        ],
         f"debootstrap of Debian {suite} from {mirror}",
     )
+    for path in certificates:
+        target = root / EXTRA_CA_DIR.relative_to("/") / path.name
+        run([*sudo, "install", "-D", "-m", "0644", str(path), str(target)], "copying certificates")
     if certificates:
-        target = root / EXTRA_CA_DIR.relative_to("/")
-        target.mkdir(parents=True, exist_ok=True)
-        for path in certificates:
-            shutil.copy(path, target / path.name)
-        run(["chroot", str(root), "update-ca-certificates"], "update-ca-certificates")
-    (root / "etc/pip.conf").write_text(pip_conf)
-    run(["chroot", str(root), "python3", "-m", "venv", VENV], "python3 -m venv")
-    for folder in ("var/cache/apt/archives", "var/lib/apt/lists"):
-        for path in (root / folder).glob("*"):
-            if path.is_file():
-                path.unlink()
+        run([*sudo, "chroot", str(root), "update-ca-certificates"], "update-ca-certificates")
+    run([*sudo, "install", "-m", "0644", str(pip_conf), str(root / "etc/pip.conf")], "pip.conf")
+    run([*sudo, "chroot", str(root), "python3", "-m", "venv", VENV], "python3 -m venv")
+    caches = [str(root / "var/cache/apt/archives"), str(root / "var/lib/apt/lists")]
+    run([*sudo, "find", *caches, "-type", "f", "-delete"], "removing apt caches")
 
 
-def docker_import(docker: str, root: Path, tag: str) -> None:
+def docker_import(docker: str, root: Path, tag: str, sudo: list[str]) -> None:
     changes = [
         f"ENV PATH={PATH}",
         "ENV LANG=C.UTF-8",
@@ -152,7 +168,7 @@ def docker_import(docker: str, root: Path, tag: str) -> None:
         'CMD ["python"]',
     ]
     print(f"+ tar -C {root} -c . | {docker} import ... - {tag}", file=sys.stderr, flush=True)
-    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    tar = subprocess.Popen([*sudo, "tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
     command = [docker, "import", *[f"--change={c}" for c in changes], "-", tag]
     imported = subprocess.run(command, stdin=tar.stdout, capture_output=True, text=True)
     tar.stdout.close()
@@ -177,14 +193,16 @@ def ensure(
     if image_exists(docker, tag):
         print(f"{tag} exists: reusing it", file=sys.stderr)
         return tag
-    if shutil.which("debootstrap") is None:
+    if shutil.which("debootstrap") is None and not Path("/usr/sbin/debootstrap").exists():
         raise BuildError("debootstrap not found: install it (apt-get install debootstrap)")
-    if os.geteuid() != 0:
-        raise BuildError("debootstrap and chroot need root: run this as root (sudo)")
-    with tempfile.TemporaryDirectory(prefix="vertex-base-", dir="/var/tmp") as folder:
-        root = Path(folder) / "rootfs"
-        make_rootfs(root, suite, mirror, certificates, pip_conf)
-        docker_import(docker, root, tag)
+    sudo = as_root()
+    folder = Path(tempfile.mkdtemp(prefix="vertex-base-", dir="/var/tmp"))
+    try:
+        (folder / "pip.conf").write_text(pip_conf)
+        make_rootfs(folder / "rootfs", suite, mirror, certificates, folder / "pip.conf", sudo)
+        docker_import(docker, folder / "rootfs", tag, sudo)
+    finally:
+        subprocess.run([*sudo, "rm", "-rf", str(folder)])
     print(f"Made {tag} ({len(certificates)} extra CA certificates)", file=sys.stderr)
     return tag
 
