@@ -9,7 +9,7 @@ DEMO := $(DEMO_DIR)/vertex_trainer
 DRILL = $(if $(filter keras,$(FRAMEWORK)),KILL_AFTER=checkpoint:2,KILL_AFTER=checkpoint RESTART_JOB=1)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test test-fast lint clean bench
+.PHONY: help venv demo test test-fast test-images lint clean bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -39,8 +39,11 @@ demo: venv ## bake a $(FRAMEWORK) project into $(DEMO_DIR) (replaced each time) 
 test: venv ## the whole suite: bake every variant, lint it, run its own tests in a fresh venv
 	$(BIN)/python -m pytest -n auto tests
 
-test-fast: venv ## everything but the fresh-venv runs of the generated projects
-	$(BIN)/python -m pytest -n auto -m "not generated" tests
+test-fast: venv ## everything but the fresh-venv runs and the Docker image tests
+	$(BIN)/python -m pytest -n auto -m "not generated and not images" tests
+
+test-images: venv ## each variant's image built and trained in containers (needs Docker; root)
+	$(BIN)/python -m pytest -n 0 -m images tests
 
 lint: venv ## ruff on the template's own Python
 	$(BIN)/python -m ruff check .

@@ -14,17 +14,36 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 HERE = Path(__file__).parent
-# XGBoost comes as two packages that share one module folder: `xgboost-cpu` (requirements.txt,
-# installed locally and in CPU images) and `xgboost` (CUDA images, and Vertex's prebuilt
-# container in python-package mode). The environment provides one; the package must not add
-# the other next to it.
-PROVIDED_BY_ENVIRONMENT = ("xgboost", "xgboost-cpu")
+# The framework comes with the environment: Vertex's prebuilt executor image in python-package
+# mode (built for its CUDA and NCCL), the Dockerfile's base, or requirements.txt locally. The
+# package never asks for it, nor for an extra that pulls it in (transformers[torch]): pip would
+# replace the prebuilt torch 2.4 with PyPI's newest CUDA 13 build. XGBoost comes as two
+# packages that share one module folder: `xgboost-cpu` (requirements.txt, local and CPU images)
+# and `xgboost` (CUDA images and the prebuilt container); the package must add neither.
+PROVIDED_BY_ENVIRONMENT = ("torch", "tensorflow", "xgboost", "xgboost-cpu")
+# Caps for the prebuilt executor images (Python 3.10, PyTorch 2.4): newer releases need a newer
+# framework than the image has (transformers 5.15+ asks torch >= 2.6).
+EXECUTOR_CAPS = {"transformers": 'transformers<5.15; python_version < "3.11"'}
 
 
 def requirements() -> list[str]:
     lines = (HERE / "requirements.txt").read_text().splitlines()
     wanted = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-    return [line for line in wanted if package_name(line) not in PROVIDED_BY_ENVIRONMENT]
+    result = []
+    for line in wanted:
+        name = package_name(line)
+        if name in PROVIDED_BY_ENVIRONMENT:
+            continue
+        result.append(re.sub(r"\[[^\]]*\]", without_framework_extras, line, count=1))
+        if name in EXECUTOR_CAPS:
+            result.append(EXECUTOR_CAPS[name])
+    return result
+
+
+def without_framework_extras(match: re.Match) -> str:
+    extras = [e.strip() for e in match.group(0)[1:-1].split(",")]
+    kept = [e for e in extras if e not in PROVIDED_BY_ENVIRONMENT]
+    return f"[{','.join(kept)}]" if kept else ""
 
 
 def package_name(requirement: str) -> str:

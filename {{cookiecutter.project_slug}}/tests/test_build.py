@@ -1,11 +1,15 @@
 """make build / push / build-push / gcp-setup, with fake docker and gcloud executables that
-record their arguments (and, for gcloud, remember what they created)."""
+record their arguments (and, for gcloud, remember what they created). The fake docker plays
+the Docker a user may have: with or without buildx, a client without ``--platform`` (Debian's
+docker.io 20.10), no engine running, a failing build or push (``FAKE_DOCKER_*`` variables)."""
 
 from __future__ import annotations
 
 import copy
 import json
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -46,8 +50,30 @@ if name == "gcloud" and args[:2] == ["artifacts", "repositories"]:
         sys.exit(1)
     if args[2] == "create":
         state["repos"].append(args[3])
+if name == "docker":
+    fake = lambda key, default="1": os.environ.get("FAKE_DOCKER_" + key, default)
+    if args[:1] == ["version"]:
+        if fake("ENGINE") == "0":
+            sys.exit("Cannot connect to the Docker daemon at unix:///var/run/docker.sock."
+                     " Is the docker daemon running?")
+        print("20.10.24")
+    if args[:1] == ["buildx"] and fake("BUILDX") == "0":
+        sys.exit("docker: 'buildx' is not a docker command.")
+    if args[:1] == ["build"]:
+        if "--help" in args:
+            print("Usage:  docker build [OPTIONS] PATH")
+            print("      --platform string   Set platform" if fake("PLATFORM") == "1" else "")
+        elif fake("PLATFORM") == "0" and any(a.startswith("--platform") for a in args):
+            print("unknown flag: --platform", file=sys.stderr)
+            sys.exit(125)
+    if args[:2] == ["buildx", "build"] or (args[:1] == ["build"] and "--help" not in args):
+        if fake("FAIL", "") == "build":
+            sys.exit(1)
+    if args[:1] == ["push"] and fake("FAIL", "") == "push":
+        sys.exit(1)
 json.dump(state, open(path, "w"))
 """
+PROBES = (["version"], ["buildx", "version"], ["build", "--help"])
 
 
 class Fakes:
@@ -106,9 +132,11 @@ class Fakes:
         )
 
     def calls(self) -> list[list[str]]:
+        """The commands that act, without tools.build's probes of what this Docker supports."""
         if not self.log.exists():
             return []
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
+        calls = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return [c for c in calls if not any(c[1 : 1 + len(p)] == p for p in PROBES)]
 
     def image(self, tag: str) -> str:
         get = [sys.executable, "-m", "tools.config", "get", "image_repository"]
@@ -127,13 +155,13 @@ def test_build_push_builds_amd64_with_git_sha_and_latest_and_pushes(fakes):
     run = fakes.make("build-push")
     assert run.returncode == 0, run.stderr
     sha = fakes.git("rev-parse", "--short=12", "HEAD")
-    (call,) = fakes.calls()
+    call, *pushes = fakes.calls()
     assert call[:3] == ["docker", "buildx", "build"]
-    assert "--platform=linux/amd64" in call
+    assert "--platform=linux/amd64" in call and "--load" in call and call[-1] == "."
     assert f"--tag={fakes.image(sha)}" in call and f"--tag={fakes.image('latest')}" in call
-    assert call[-2:] == ["--push", "."]
     assert not any(arg.startswith("--build-arg") for arg in call), "the Dockerfile default"
     assert "+ docker buildx build" in run.stdout, "each command is printed"
+    assert sorted(pushes) == sorted(["docker", "push", fakes.image(t)] for t in (sha, "latest"))
 
 
 def test_build_then_push_and_base_image_override(fakes):
@@ -175,6 +203,7 @@ def test_build_dry_run_only_prints(fakes):
     assert run.returncode == 0, run.stderr
     assert fakes.calls() == []
     assert "docker buildx build --platform=linux/amd64" in run.stdout
+    assert "docker push" in run.stdout
 
 
 def test_build_refuses_the_placeholder_project(fakes):
@@ -225,3 +254,71 @@ def test_gcp_setup_dry_run_prints_only(fakes):
     plan = "Would do: enable 4 APIs in project demo-project-123; create bucket gs://demo-bucket"
     assert plan in run.stdout
     assert run.stdout.rstrip().endswith("(dry run: nothing was changed)")
+
+
+def test_build_without_buildx_uses_docker_build_with_platform(fakes):
+    run = fakes.make("build", FAKE_DOCKER_BUILDX="0")
+    assert run.returncode == 0, run.stderr
+    (call,) = fakes.calls()
+    assert call[:2] == ["docker", "build"] and "--platform=linux/amd64" in call
+    assert "--load" not in call, "a buildx flag the classic builder rejects"
+
+
+def test_build_on_a_client_without_platform_flag_builds_plain_on_amd64(fakes):
+    """Debian's docker.io 20.10 without buildx: `unknown flag: --platform` before the fix."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("plain docker build is amd64 only on an amd64 machine")
+    run = fakes.make(
+        "build", "BASE_IMAGE=local/base:1", FAKE_DOCKER_BUILDX="0", FAKE_DOCKER_PLATFORM="0"
+    )
+    assert run.returncode == 0, run.stderr
+    (call,) = fakes.calls()
+    assert call[:2] == ["docker", "build"]
+    assert not any(arg.startswith("--platform") for arg in call)
+    assert "--build-arg=BASE_IMAGE=local/base:1" in call
+
+
+@pytest.mark.parametrize(
+    "env, cause",
+    [
+        ({"FAKE_DOCKER_ENGINE": "0"}, "no Docker engine answers (Cannot connect to the Docker"),
+        ({"FAKE_DOCKER_FAIL": "build"}, "the image build (docker buildx) failed (exit code 1)"),
+    ],
+)
+def test_build_failure_names_its_cause_without_a_push_hint(fakes, env, cause):
+    run = fakes.make("build-push", **env)
+    assert run.returncode != 0
+    errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and cause in errors[0], run.stderr
+    assert "gcp-setup" not in run.stderr and "push" not in errors[0]
+    assert not [c for c in fakes.calls() if c[1] == "push"], "nothing pushed after a failure"
+
+
+def test_push_failure_hints_at_gcp_setup(fakes):
+    run = fakes.make("build-push", FAKE_DOCKER_FAIL="push")
+    assert run.returncode != 0
+    (error,) = [line for line in run.stderr.splitlines() if line.startswith("ERROR:")]
+    assert "docker push" in error and "make gcp-setup" in error
+
+
+def test_tag_is_a_timestamp_when_the_project_is_inside_another_repository(tmp_path):
+    """The project baked inside another checkout: its SHA is not the project's."""
+    outer = Fakes(tmp_path)  # a git repository ...
+    inner = outer.project / "nested"
+    shutil.copytree(PROJECT, inner, ignore=COPY_IGNORE)  # ... holding a project folder
+    shutil.copy(outer.project / "vertex.yaml", inner / "vertex.yaml")
+    run = subprocess.run(
+        ["make", "--no-print-directory", "build", f"PYTHON={sys.executable}"],
+        cwd=inner,
+        env=outer.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    (call,) = outer.calls()
+    sha = outer.git("rev-parse", "--short=12", "HEAD")
+    tags = [arg.split(":")[-1] for arg in call if arg.startswith("--tag=")]
+    assert not any(sha in tag for tag in tags)
+    assert any(re.fullmatch(r"build-\d{8}-\d{6}", tag) for tag in tags), tags
+    assert run.stderr.count("is not the top of its git repository") == 1

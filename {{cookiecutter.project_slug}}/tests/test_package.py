@@ -27,10 +27,12 @@ submit_lib = importlib.import_module("tools.submit")
 
 
 def requirements() -> set[str]:
-    """requirements.txt less the XGBoost build, which the environment provides (see setup.py)."""
+    """requirements.txt less the framework (torch, tensorflow, the XGBoost build), which the
+    environment provides (see setup.py)."""
     lines = (PROJECT / "requirements.txt").read_text().splitlines()
     wanted = {line.strip() for line in lines if line.strip() and not line.startswith("#")}
-    return {line for line in wanted if not line.startswith("xgboost")}
+    framework = ("xgboost", "xgboost-cpu", "torch", "tensorflow")
+    return {line for line in wanted if Requirement(line).name.lower() not in framework}
 
 
 def canonical(requirement: str) -> tuple[str, str, str]:

@@ -1,0 +1,340 @@
+"""The training image of every variant, proved on a real Docker engine the way Vertex runs it.
+
+Each variant's CPU image is built on the stand-in base of the baked project's ``make
+base-image`` (Debian + Python, made offline and cached by tag), then run as a Vertex replica
+through ``tools.containers``: CLUSTER_SPEC and the AIP_* directories as ``/gcs/BUCKET/...``
+paths (a host folder is mounted there, as Cloud Storage FUSE is on Vertex), a hypertune
+metric in /tmp/hypertune/output.metrics, a ``docker kill`` once a checkpoint is complete and a
+second container that resumes from it. XGBoost also runs a chief and a worker container on a
+user-defined network with the collective tracker on the chief.
+
+Select with ``-m images``. Without a Docker engine (or root and debootstrap for the base) the
+tests skip with the reason; under CI (``CI=true``) that is a failure instead, since ``.ci/run``
+installs and starts Docker. Nothing is left behind but the cached base: the variant images are
+removed (with any intermediate image of a failed build), containers and networks go in
+``finally`` by label.
+"""
+
+from __future__ import annotations
+
+import configparser
+import functools
+import http.server
+import ipaddress
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import TEMPLATE, bake
+
+pytestmark = [pytest.mark.images, pytest.mark.xdist_group("docker-images")]
+
+BUCKET = "test-bucket"
+RUN_ID = uuid.uuid4().hex[:8]  # labels what this session builds
+BUILD_LABEL = f"vertex-trainer.test={RUN_ID}"
+CPU = {"accelerator_type": "NONE", "accelerator_count": "0", "machine_type": "n1-standard-4"}
+# Per variant: short training on built-in data that checkpoints early, the log line of a
+# resumed run, and the file the export writes.
+VARIANTS = {
+    "xgboost": {
+        "args": [
+            "--train-data=synthetic",
+            "--eval-data=synthetic",
+            "--num-boost-round=600",
+            "--checkpoint-rounds=10",
+        ],
+        "resumed": "Resuming from",
+        "export": "model.bst",
+    },
+    "keras": {
+        "args": [
+            "--train-data=synthetic",
+            "--eval-data=synthetic",
+            "--model=small-cnn",
+            "--weights=none",
+            "--image-size=16",
+            "--synthetic-examples=64",
+            "--batch-size=16",
+            "--checkpoint-minutes=0",
+            "--epochs=6",
+            "--steps-per-epoch=150",
+        ],
+        "resumed": "Resumed from",
+        "export": "saved_model.pb",
+    },
+    "pytorch": {
+        "args": [
+            "--train-data=synthetic",
+            "--eval-data=synthetic",
+            "--model-name-or-path=scratch",
+            "--max-train-samples=256",
+            "--max-eval-samples=64",
+            "--max-seq-length=64",
+            "--epochs=4",
+            "--save-steps=8",
+            "--checkpoint-minutes=0",
+        ],
+        "resumed": "Restored checkpoint",
+        "export": "config.json",
+    },
+}
+
+
+def docker(*args: str, timeout: int = 120, check: bool = False) -> subprocess.CompletedProcess:
+    result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args[:3])}: {result.stderr[-3000:]}")
+    return result
+
+
+def unavailable(reason: str):
+    """A clean skip with the reason; under CI a failure, because CI provides Docker."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def engine() -> None:
+    if shutil.which("docker") is None:
+        unavailable("no docker executable on PATH")
+    version = docker("version", timeout=60)
+    if version.returncode != 0:
+        lines = version.stderr.strip().splitlines() or ["no answer"]
+        unavailable(f"no Docker engine answers: {lines[-1]}")
+
+
+@pytest.fixture(scope="session")
+def base_image(engine, tmp_path_factory) -> str:
+    """The baked project's stand-in base (made once per machine, then reused by its tag)."""
+    project = bake(tmp_path_factory.mktemp("base"), framework="xgboost", **CPU)
+    made = subprocess.run(
+        [sys.executable, "-m", "tools.base_image"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    if made.returncode != 0:
+        errors = [line for line in made.stderr.splitlines() if line.startswith("ERROR")]
+        unavailable(errors[-1] if errors else made.stderr[-500:])
+    return made.stdout.strip().splitlines()[-1]
+
+
+def local_wheel_dirs() -> list[Path]:
+    """Folders of wheels this machine's pip finds links in (its pip settings or PIP_FIND_LINKS)."""
+    values = os.environ.get("PIP_FIND_LINKS", "").split()
+    for path in [Path("/etc/pip.conf"), Path.home() / ".config/pip/pip.conf"]:
+        parser = configparser.ConfigParser(interpolation=None)
+        if path.is_file():
+            parser.read(path)
+            values += parser.get("global", "find-links", fallback="").split()
+    dirs = [Path(v.removeprefix("file://")) for v in values if not v.startswith("http")]
+    return [d for d in dict.fromkeys(dirs) if d.is_dir()]
+
+
+def bridge_gateway() -> str:
+    """The host's address on Docker's default bridge, which build containers reach."""
+    inspect = docker("network", "inspect", "bridge", check=True)
+    (config,) = json.loads(inspect.stdout)[0]["IPAM"]["Config"][:1]
+    if config.get("Gateway"):
+        return config["Gateway"]
+    return str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the base class's signature
+        pass
+
+
+@pytest.fixture(scope="session")
+def wheels(engine):
+    """This machine's local wheels served over HTTP to the builds (``PIP_FIND_LINKS``), so a
+    build installs what the host already has (here: torch's CPU build) instead of downloading."""
+    folder = Path(tempfile.mkdtemp(prefix="wheels-"))
+    found = [w for d in local_wheel_dirs() for w in d.glob("*.whl")]
+    for wheel in found:
+        (folder / wheel.name).symlink_to(wheel)
+    if not found:
+        yield {}, []
+        shutil.rmtree(folder)
+        return
+    host = bridge_gateway()
+    handler = functools.partial(QuietHandler, directory=str(folder))
+    try:
+        server = http.server.ThreadingHTTPServer((host, 0), handler)
+    except OSError:  # the engine's bridge is not on this machine (rootless, remote engine)
+        yield {}, []
+        shutil.rmtree(folder)
+        return
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    args = {"PIP_FIND_LINKS": f"http://{host}:{server.server_port}/", "PIP_TRUSTED_HOST": host}
+    yield args, [w.name for w in found]
+    server.shutdown()
+    server.server_close()
+    shutil.rmtree(folder)
+
+
+def torch_build_args(served: list[str]) -> dict[str, str]:
+    """torch for the PyTorch image: the host's CPU wheel when served, else the pin of
+    tests/constraints.txt from the PyTorch CPU index (an unpinned torch is GBs of CUDA)."""
+    cpu = sorted(n for n in served if n.startswith("torch-") and "+cpu" in n)
+    if cpu:
+        version = cpu[-1].split("-")[1]
+        return {"CONSTRAINTS": f"torch=={version}", "TORCH_INDEX_URL": "https://pypi.org/simple"}
+    pins = (TEMPLATE / "tests" / "constraints.txt").read_text().splitlines()
+    return {"CONSTRAINTS": " ".join(p for p in pins if p.startswith("torch=="))}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def image(request, base_image, wheels, tmp_path_factory):
+    """(framework, project folder, image tag) of one variant's CPU image; removed afterwards."""
+    framework = request.param
+    project = bake(tmp_path_factory.mktemp(f"img-{framework}"), framework=framework, **CPU)
+    build_args = {"BASE_IMAGE": base_image, **wheels[0]}
+    if framework == "pytorch":
+        build_args.update(torch_build_args(wheels[1]))
+    tag = f"local/vertex-trainer-test-{framework}:{RUN_ID}"
+    command = ["build", "--force-rm", "--label", BUILD_LABEL, "--tag", tag]
+    command += [f"--build-arg={name}={value}" for name, value in build_args.items()]
+    started = time.monotonic()
+    built = docker(*command, str(project), timeout=1800)
+    if built.returncode != 0:
+        # A failed classic build leaves its finished steps as untagged images: remove those
+        # of this build (their ids are in its output), then report.
+        steps = re.findall(r"^ ---> ([0-9a-f]{12})$", built.stdout, re.M)
+        for step in reversed(steps):  # children first
+            docker("image", "rm", step, timeout=300)
+        pytest.fail(
+            f"{framework} image build failed:\n{built.stdout[-4000:]}{built.stderr[-4000:]}"
+        )
+    try:
+        size = docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip()
+        print(
+            f"\n{framework} image: {int(size) / 1e6:.0f} MB, built in "
+            f"{time.monotonic() - started:.0f} s",
+            file=sys.stderr,
+        )
+        yield framework, project, tag
+    finally:
+        docker("image", "rm", tag, timeout=300)  # its untagged parent layers go with it
+        assert not docker("image", "ls", "--quiet", "--filter", f"label={BUILD_LABEL}").stdout
+
+
+def project_tools(project: Path):
+    """The baked project's tools.containers (the module under test), imported from there."""
+    sys.path.insert(0, str(project))
+    try:
+        for name in [m for m in sys.modules if m == "tools" or m.startswith("tools.")]:
+            del sys.modules[name]
+        from tools import containers
+
+        return containers
+    finally:
+        sys.path.remove(str(project))
+
+
+def cluster_spec(pools: dict[str, list[str]], pool: str, index: int, trial: str = "") -> str:
+    task = {"type": pool, "index": index, **({"trial": trial} if trial else {})}
+    spec = {"cluster": pools, "environment": "cloud", "task": task, "job": "{}"}
+    return json.dumps(spec, separators=(",", ":"))
+
+
+def vertex_env(spec: str, run: str) -> dict[str, str]:
+    base = f"/gcs/{BUCKET}/{run}"
+    return {
+        "CLUSTER_SPEC": spec,
+        "AIP_MODEL_DIR": f"{base}/model/",
+        "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
+        "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/",
+        "CLOUD_ML_PROJECT_ID": "123456789012",
+        "CLOUD_ML_JOB_ID": "4242",
+    }
+
+
+def complete_checkpoints(folder: Path) -> list[Path]:
+    return sorted(folder.glob("checkpoint-*/COMPLETE"))
+
+
+def test_image_trains_reports_and_resumes_after_docker_kill(image, tmp_path):
+    framework, project, tag = image
+    metric = yaml.safe_load((project / "vertex.yaml").read_text())["hpt"]["metric"]["id"]
+    variant = VARIANTS[framework]
+    containers = project_tools(project)
+    bucket, hypertune = tmp_path / "bucket", tmp_path / "hypertune"
+    spec = cluster_spec({"workerpool0": ["workerpool0-0:2222"]}, "workerpool0", 0, trial="1")
+    replica = containers.Replica(
+        tag, "workerpool0-0", vertex_env(spec, "job"), variant["args"],
+        gcs={BUCKET: str(bucket)}, hypertune_dir=str(hypertune),
+    )  # fmt: skip
+    logs: list[str] = []
+    with containers.job() as run:
+        network = containers.create_network(run)
+        containers.start(replica, run, network)
+        reader = containers.stream_logs(run, "workerpool0-0", logs.append)
+        deadline = time.monotonic() + 600
+        while not complete_checkpoints(bucket / "job/checkpoints"):
+            state = docker("inspect", "--format", "{{.State.Running}}", f"vt-{run}-workerpool0-0")
+            assert state.stdout.strip() == "true", "ended before a checkpoint:\n" + "\n".join(logs)
+            assert time.monotonic() < deadline, "no checkpoint in 10 min:\n" + "\n".join(logs)
+            time.sleep(0.2)
+        containers.kill(run, "workerpool0-0")
+        assert containers.wait(run, "workerpool0-0") == 137, "\n".join(logs[-50:])
+        reader.join(30)
+        assert not (bucket / "job/model" / variant["export"]).exists(), "killed before export"
+
+        containers.remove(run, "workerpool0-0")  # the restarted replica: same name, same env
+        logs.clear()
+        containers.start(replica, run, network)
+        reader = containers.stream_logs(run, "workerpool0-0", logs.append)
+        assert containers.wait(run, "workerpool0-0") == 0, "\n".join(logs[-80:])
+        reader.join(30)
+    text = "\n".join(logs)
+    assert variant["resumed"] in text, text[-4000:]
+    assert list((bucket / "job/model").rglob(variant["export"])), "no export under /gcs/"
+    lines = (hypertune / "output.metrics").read_text().splitlines()
+    values = [float(json.loads(line)[metric]) for line in lines]
+    assert values and all(math.isfinite(v) for v in values), lines
+    left = docker("ps", "--all", "--quiet", "--filter", f"label=vertex-trainer.run={run}")
+    assert not left.stdout, "containers left behind"
+    assert not docker("network", "ls", "--quiet", "--filter", f"name=vt-{run}").stdout
+
+
+@pytest.mark.parametrize("image", ["xgboost"], indirect=True)
+def test_xgboost_chief_and_worker_containers_train_together(image, tmp_path):
+    framework, project, tag = image
+    containers = project_tools(project)
+    bucket = tmp_path / "bucket"
+    pools = {"workerpool0": ["workerpool0-0:2222"], "workerpool1": ["workerpool1-0:2222"]}
+    tf_cluster = {"chief": pools["workerpool0"], "worker": pools["workerpool1"]}
+    args = ["--train-data=synthetic", "--eval-data=synthetic", "--num-boost-round=30"]
+    logs: dict[str, list[str]] = {"workerpool0-0": [], "workerpool1-0": []}
+    with containers.job() as run:
+        network = containers.create_network(run)
+        for pool, task in (("workerpool0", "chief"), ("workerpool1", "worker")):
+            env = vertex_env(cluster_spec(pools, pool, 0), "dist")
+            env["TF_CONFIG"] = json.dumps(
+                {"cluster": tf_cluster, "task": {"type": task, "index": 0}, "environment": "cloud"}
+            )
+            replica = containers.Replica(tag, f"{pool}-0", env, args, gcs={BUCKET: str(bucket)})
+            containers.start(replica, run, network)
+        readers = [containers.stream_logs(run, name, logs[name].append) for name in logs]
+        codes = {name: containers.wait(run, name) for name in logs}
+        for reader in readers:
+            reader.join(30)
+    report = "\n".join(f"{name}: {line}" for name, lines in logs.items() for line in lines)
+    assert codes == {"workerpool0-0": 0, "workerpool1-0": 0}, report[-6000:]
+    assert any("tracker for 2 replicas" in line for line in logs["workerpool0-0"]), report
+    assert (bucket / "dist/model/model.bst").is_file(), report

@@ -1,0 +1,111 @@
+"""Python-package mode keeps the prebuilt executor image's framework.
+
+Vertex pip-installs the project's sdist into ``python_package.executor_image_uri``, a prebuilt
+image with the framework already installed (Python 3.10; PyTorch 2.4, TensorFlow 2.17 or
+XGBoost 2.1). pip keeps an installed package only while every requirement on it is satisfied:
+one requirement asking for a newer framework (PyPI's newest transformers' ``[torch]`` extra
+asks torch >= 2.6) and pip replaces the image's torch with PyPI's newest CUDA 13 build. So
+pip's own resolver plans the package's ``install_requires`` for Python 3.10 on Linux
+(``--dry-run --report``, binary wheels only, no 3.10 interpreter needed), and every planned
+requirement on the framework must accept the executor's version.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from conftest import bake
+
+# Per framework: the executor images cookiecutter.json can name, and what they ship.
+EXECUTORS = {
+    "pytorch": {"image": "pytorch-xla.2-4.py310 / pytorch-gpu.2-4.py310", "torch": "2.4.1"},
+    "keras": {"image": "tf-cpu.2-17.py310 / tf-gpu.2-17.py310", "tensorflow": "2.17.1"},
+    "xgboost": {"image": "xgboost-cpu.2-1", "xgboost": "2.1.4"},
+}
+# glibc 2.35 (the executor images run Ubuntu 22.04): every manylinux tag up to it.
+PLATFORMS = ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64"] + [
+    f"manylinux_2_{minor}_x86_64" for minor in range(5, 36)
+]
+# Published as an sdist only, which --only-binary cannot plan; it has no dependencies.
+SDIST_ONLY = {"cloudml-hypertune"}
+MARKER_ENV = {"python_version": "3.10", "python_full_version": "3.10.12", "extra": ""}
+
+
+def install_requires(project: Path) -> list[str]:
+    """setup.py's install_requires, read by running it with setup() captured."""
+    script = (
+        "import json, setuptools, sys\n"
+        "setuptools.setup = lambda **kw: print(json.dumps(kw['install_requires']))\n"
+        "sys.argv = ['setup.py']\n"
+        "exec(compile(open('setup.py').read(), 'setup.py', 'exec'), {'__file__': 'setup.py'})\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=project, capture_output=True, text=True, check=True
+    )
+    return json.loads(run.stdout)
+
+
+def plan(requirements: list[str], target: Path) -> list[dict]:
+    """What pip would install for Python 3.10 on x86-64 Linux (PyPI's metadata only)."""
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed"]
+    command += ["--python-version=3.10", "--implementation=cp", "--only-binary=:all:"]
+    command += [f"--platform={platform}" for platform in PLATFORMS]
+    command += [f"--target={target}", f"--report={target.parent / 'report.json'}", *requirements]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    if run.returncode != 0 and "NewConnectionError" in run.stderr + run.stdout:
+        pytest.skip("the package index cannot be reached")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads((target.parent / "report.json").read_text())["install"]
+
+
+def framework_requirements(planned: list[dict], roots: list[str], framework: str):
+    """(who, requirement) for every requirement on the framework that applies on 3.10, with
+    the extras that were asked for (``transformers[torch]`` counts its torch extra)."""
+    found = []
+    sources = [("setup.py", roots, [""])] + [
+        (
+            item["metadata"]["name"],
+            item["metadata"].get("requires_dist", []),
+            ["", *item.get("requested_extras", [])],
+        )
+        for item in planned
+    ]
+    for who, lines, extras in sources:
+        for line in lines:
+            requirement = Requirement(line)
+            if canonicalize_name(requirement.name) != framework:
+                continue
+            marker = requirement.marker
+            if marker is None or any(marker.evaluate({**MARKER_ENV, "extra": e}) for e in extras):
+                found.append((who, requirement))
+    return found
+
+
+@pytest.mark.parametrize("framework", list(EXECUTORS))
+def test_package_keeps_the_executor_framework(tmp_path, framework):
+    executor = dict(EXECUTORS[framework])
+    image = executor.pop("image")
+    ((package, version),) = executor.items()
+    project = bake(tmp_path / "bake", framework=framework)
+    roots = install_requires(project)
+    names = {canonicalize_name(Requirement(line).name) for line in roots}
+    assert package not in names and "xgboost-cpu" not in names, roots
+    wheels = [line for line in roots if canonicalize_name(Requirement(line).name) not in SDIST_ONLY]
+    planned = plan(wheels, tmp_path / "target")
+    problems = [
+        f"{who} asks {requirement} (the executor {image} has {package} {version})"
+        for who, requirement in framework_requirements(planned, roots, package)
+        if not requirement.specifier.contains(Version(version), prereleases=True)
+    ]
+    assert not problems, "\n".join(problems)
+    if framework == "xgboost":
+        planned_names = {canonicalize_name(item["metadata"]["name"]) for item in planned}
+        assert not planned_names & {"xgboost", "xgboost-cpu"}, "a second XGBoost package"
