@@ -1,5 +1,6 @@
 """Each framework's baked project installs in a fresh virtual environment and passes its own
-``make lint``, ``make test`` and ``make train-local``, exactly as a user would run them."""
+``make lint``, ``make test``, ``make test-all`` and ``make train-local``, exactly as a user would
+run them (``make test-all`` includes the generated README's local-run commands, run as written)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,9 @@ def test_generated_project_installs_lints_tests_and_trains(tmp_path, framework):
     python = f"PYTHON={venv / 'bin' / 'python'}"
     run(["make", "install", python], project, timeout=1200)
     run(["make", "lint", python], project, timeout=300)
-    tests = run(["make", "test", python], project, timeout=1200)
-    assert " passed" in tests.stdout and " failed" not in tests.stdout
+    for target in ("test", "test-all"):
+        tests = run(["make", target, python], project, timeout=2400)
+        assert " passed" in tests.stdout and " failed" not in tests.stdout
     run(["make", "train-local", python], project, timeout=600)
     model_dir = project / "outputs" / "local" / "latest" / "model"
     assert model_dir.is_dir() and any(model_dir.iterdir()), "train-local exported no model"
