@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import kill, read_metrics
 
 PROJECT = Path(__file__).resolve().parent.parent
 # Small enough to train in about a second on one CPU core, big enough to learn.
@@ -55,13 +53,6 @@ def metrics_file(tmp_path) -> Path:
     return tmp_path / "hypertune" / "output.metrics"
 
 
-def read_metrics(path: Path) -> list[dict]:
-    """The JSON lines cloudml-hypertune wrote, oldest first ([] when there is no file)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def reported_epochs(path: Path) -> list[int]:
     return [int(line["global_step"]) for line in read_metrics(path)]
 
@@ -101,16 +92,6 @@ def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
         )
 
 
-def kill(process: subprocess.Popen) -> None:
-    """SIGKILL: a MultiWorkerMirroredStrategy task waiting for a peer ignores SIGTERM."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
-
-
 def wait_all(processes: list[subprocess.Popen], timeout: float) -> list[int]:
     """Exit codes; every process still running at ``timeout`` is killed and the test fails."""
     deadline = time.monotonic() + timeout
@@ -122,16 +103,3 @@ def wait_all(processes: list[subprocess.Popen], timeout: float) -> list[int]:
             kill(process)
         pytest.fail(f"trainer processes still running after {timeout:.0f} s; killed")
     return [process.returncode for process in processes]
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()

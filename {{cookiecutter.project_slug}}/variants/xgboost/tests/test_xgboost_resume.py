@@ -14,13 +14,12 @@ from conftest import (
     TIMEOUT_S,
     VERTEX_VARIABLES,
     check_ok,
-    kill,
     load_model,
-    read_metrics,
     run_trainer,
     start_trainer,
     trainer_env,
 )
+from helpers import kill, read_metrics
 
 from trainer import checkpoints, data
 from trainer import schema as schemas
