@@ -8,35 +8,27 @@
 """Installable trainer package: ``pip install .`` in the image, or an sdist for Vertex's
 prebuilt training containers (``python setup.py sdist``; python_package_spec)."""
 
-{% if cookiecutter.framework == "xgboost" -%}
 import re
-{% endif -%}
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
 HERE = Path(__file__).parent
-{%- if cookiecutter.framework == "xgboost" %}
 # XGBoost comes as two packages that share one module folder: `xgboost-cpu` (requirements.txt,
 # installed locally and in CPU images) and `xgboost` (CUDA images, and Vertex's prebuilt
 # container in python-package mode). The environment provides one; the package must not add
 # the other next to it.
 PROVIDED_BY_ENVIRONMENT = ("xgboost", "xgboost-cpu")
-{%- endif %}
 
 
 def requirements() -> list[str]:
     lines = (HERE / "requirements.txt").read_text().splitlines()
-{%- if cookiecutter.framework == "xgboost" %}
     wanted = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
     return [line for line in wanted if package_name(line) not in PROVIDED_BY_ENVIRONMENT]
 
 
 def package_name(requirement: str) -> str:
     return re.split(r"[\s<>=~!;\[]", requirement, maxsplit=1)[0].lower()
-{%- else %}
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-{%- endif %}
 
 
 setup(
