@@ -12,6 +12,20 @@ import socket
 import subprocess
 from pathlib import Path
 
+# What Vertex sets on a replica; a test's trainer must not inherit them from the caller's shell.
+VERTEX_PREFIXES = ("AIP_", "CLOUD_ML_", "CLUSTER_SPEC", "TF_CONFIG")
+
+
+def is_vertex_variable(name: str) -> bool:
+    return name.startswith(VERTEX_PREFIXES)
+
+
+def without_vertex(**extra: str) -> dict[str, str]:
+    """This process's environment less the caller's Vertex variables, plus ``extra``."""
+    env = {name: value for name, value in os.environ.items() if not is_vertex_variable(name)}
+    env.update(extra)
+    return env
+
 
 def read_metrics(path: str | Path) -> list[dict]:
     """The measurements cloudml-hypertune wrote, oldest first ([] when there is no file)."""

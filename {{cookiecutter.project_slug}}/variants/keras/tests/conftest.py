@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import kill, read_metrics
+from helpers import is_vertex_variable, kill, read_metrics, without_vertex
 
 PROJECT = Path(__file__).resolve().parent.parent
 # Small enough to train in about a second on one CPU core, big enough to learn.
@@ -24,8 +24,6 @@ TINY = [
 ]
 # The tiny run tests/test_hpt_contract.py starts as an HPT trial (trial flags are appended).
 SMOKE_ARGS = [*TINY, "--epochs=2"]
-VERTEX_VARIABLES = ("CLUSTER_SPEC", "TF_CONFIG")
-VERTEX_PREFIXES = ("AIP_", "CLOUD_ML_")
 
 
 def pytest_configure(config):
@@ -35,15 +33,11 @@ def pytest_configure(config):
     )
 
 
-def _is_vertex_variable(name: str) -> bool:
-    return name in VERTEX_VARIABLES or name.startswith(VERTEX_PREFIXES)
-
-
 @pytest.fixture(autouse=True)
 def vertex_free_env(monkeypatch, tmp_path):
     """No Vertex variables leak in from the shell; the hypertune file goes to tmp_path."""
     for name in list(os.environ):
-        if _is_vertex_variable(name):
+        if is_vertex_variable(name):
             monkeypatch.delenv(name)
     monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "hypertune" / "output.metrics"))
 
@@ -68,8 +62,7 @@ def train(argv: list[str]) -> int:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items() if not _is_vertex_variable(name)}
-    env.update(
+    env = without_vertex(
         PYTHONPATH=str(PROJECT),
         TF_CPP_MIN_LOG_LEVEL="2",
         CUDA_VISIBLE_DEVICES="-1",

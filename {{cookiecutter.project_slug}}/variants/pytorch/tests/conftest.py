@@ -14,10 +14,11 @@ import subprocess
 import sys
 
 import pytest
-from helpers import kill
+from helpers import is_vertex_variable, kill
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_SEQ_LENGTH = 64
+TORCHRUN_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 # Keep every run offline and small: no Hub, no telemetry, few threads per process.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -31,15 +32,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def _isolated(tmp_path, monkeypatch):
     """Each test gets its own caches and no Vertex variables from the calling shell."""
     for name in list(os.environ):
-        if name.startswith(("AIP_", "CLOUD_ML_")) or name in (
-            "CLUSTER_SPEC",
-            "TF_CONFIG",
-            "LOCAL_RANK",
-            "RANK",
-            "WORLD_SIZE",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-        ):
+        if is_vertex_variable(name) or name in TORCHRUN_VARIABLES:
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
     monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "hypertune" / "metrics.json"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import warnings
@@ -12,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import xgboost as xgb
-from helpers import kill, read_metrics
+from helpers import kill, read_metrics, without_vertex
 from sklearn import datasets, metrics
 from sklearn.model_selection import train_test_split
 
@@ -21,7 +20,6 @@ TIMEOUT_S = 150
 # One thread per trainer: pytest -n 2 already keeps both cores busy, and XGBoost's OpenMP
 # threads slow down badly when they outnumber the free cores.
 FAST = ["--nthread=1"]
-VERTEX_VARIABLES = ("AIP_", "CLUSTER_SPEC", "TF_CONFIG", "CLOUD_ML_")
 # A training run of a few seconds, for the shared tests (tests/test_hpt_contract.py).
 SMOKE_ARGS = [
     "--train-data=synthetic:500",
@@ -34,10 +32,7 @@ SMOKE_ARGS = [
 
 def trainer_env(**extra: str) -> dict[str, str]:
     """This environment without any Vertex variables of the caller, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(VERTEX_VARIABLES)}
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
+    return without_vertex(PYTHONUNBUFFERED="1", **extra)
 
 
 def start_trainer(args: list[str], env: dict[str, str] | None = None, log: Path | None = None):

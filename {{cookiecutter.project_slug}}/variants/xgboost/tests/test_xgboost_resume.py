@@ -12,14 +12,13 @@ import xgboost as xgb
 from conftest import (
     FAST,
     TIMEOUT_S,
-    VERTEX_VARIABLES,
     check_ok,
     load_model,
     run_trainer,
     start_trainer,
     trainer_env,
 )
-from helpers import kill, read_metrics
+from helpers import is_vertex_variable, kill, read_metrics
 
 from trainer import checkpoints, data
 from trainer import schema as schemas
@@ -189,7 +188,7 @@ def _train_in_process(argv: list[str], monkeypatch, crash_at: int | None = None)
 def test_early_stopping_after_a_crash_stops_where_an_uninterrupted_run_does(tmp_path, monkeypatch):
     """Crash right after the checkpoint of round k, rerun: same stop, best round and model."""
     for name in list(os.environ):
-        if name.startswith(VERTEX_VARIABLES):
+        if is_vertex_variable(name):
             monkeypatch.delenv(name)
     monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "metrics"))
     evaluate = "synthetic:300"
