@@ -82,3 +82,14 @@ def test_float_types():
             cli.non_negative_float(bad)
     with pytest.raises(argparse.ArgumentTypeError):
         cli.positive_float("0")
+
+
+def test_fraction_and_non_negative_integer():
+    assert cli.fraction("1") == 1.0 and cli.fraction("0.25") == 0.25
+    assert cli.non_negative_integer("0") == 0 and cli.non_negative_integer("6.0") == 6
+    for bad in ("0", "1.5", "-0.1", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            cli.fraction(bad)
+    for bad in ("-1", "2.5"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            cli.non_negative_integer(bad)

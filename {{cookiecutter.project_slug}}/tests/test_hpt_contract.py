@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import read_metrics
 
 PROJECT = Path(__file__).resolve().parent.parent
 if str(PROJECT) not in sys.path:  # tools/ is not installed: it runs from the project root
@@ -93,7 +94,7 @@ def test_a_short_trial_reports_the_study_metric(request, tmp_path):
         k: v for k, v in os.environ.items() if not k.startswith(("AIP_", "CLOUD_ML_", "TF_CONFIG"))
     }
     env.update(
-        # What Vertex gives trial 1 (vertex-contract.md sections 1 and 8).
+        # What Vertex gives trial 1 of a study: per-trial output dirs, the trial in CLUSTER_SPEC.
         AIP_MODEL_DIR=f"{base}/1/model/",
         AIP_CHECKPOINT_DIR=f"{base}/1/checkpoints/",
         AIP_TENSORBOARD_LOG_DIR=f"{base}/1/logs/",
@@ -119,7 +120,7 @@ def test_a_short_trial_reports_the_study_metric(request, tmp_path):
         pytest.fail(f"the trial did not finish in 300 s: {' '.join(argv)}")
     assert process.returncode == 0, err[-3000:]
     assert "Ignoring arguments" not in err, "a study parameter is not a trainer flag"
-    lines = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    lines = read_metrics(metrics)
     assert lines, "the trial reported nothing to cloudml-hypertune"
     assert all(STUDY.metric_id in line for line in lines), (
         f"reported {sorted(lines[-1])}, the study's metric id is {STUDY.metric_id!r}"

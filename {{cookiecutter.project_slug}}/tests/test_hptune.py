@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import json
+from helpers import read_metrics
 
 from trainer import hptune
-
-
-def read_metrics(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_chief_reports_in_cloudml_hypertune_format(tmp_path, monkeypatch):

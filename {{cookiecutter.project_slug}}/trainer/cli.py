@@ -42,6 +42,13 @@ def positive_integer(value: str) -> int:
     return number
 
 
+def non_negative_integer(value: str) -> int:
+    number = integer(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}")
+    return number
+
+
 def non_negative_float(value: str) -> float:
     try:
         number = float(value)
@@ -56,6 +63,14 @@ def positive_float(value: str) -> float:
     number = non_negative_float(value)
     if number == 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {value!r}")
+    return number
+
+
+def fraction(value: str) -> float:
+    """A share of something, in (0, 1]."""
+    number = positive_float(value)
+    if number > 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {value!r}")
     return number
 
 

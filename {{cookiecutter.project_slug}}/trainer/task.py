@@ -1,7 +1,8 @@
 """The entry point: ``python -m trainer.task [flags]``, locally, in the container and on Vertex.
 
 Common flags come from ``trainer.cli``; the framework's flags and training loop come from
-``trainer.train``. Vertex appends hyperparameter-tuning trial values as ``--name=value``.
+``trainer.train``, called as ``train.run(args, ctx)`` (the contract: ``trainer.context``).
+Vertex appends hyperparameter-tuning trial values as ``--name=value``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from trainer import cli, train
+from trainer import cli, context, train
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     train.add_arguments(parser)
     args = cli.parse_args(parser, argv)
     try:
-        return train.run(args) or 0
+        return train.run(args, context.build(args)) or 0
     except cli.InputError as error:
         # Bad input: one clear line, non-zero exit, nothing half-written to the model dir.
         print(f"ERROR: {error}", file=sys.stderr)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import is_vertex_variable, kill, read_metrics, without_vertex
 
 PROJECT = Path(__file__).resolve().parent.parent
 # Small enough to train in about a second on one CPU core, big enough to learn.
@@ -26,8 +24,6 @@ TINY = [
 ]
 # The tiny run tests/test_hpt_contract.py starts as an HPT trial (trial flags are appended).
 SMOKE_ARGS = [*TINY, "--epochs=2"]
-VERTEX_VARIABLES = ("CLUSTER_SPEC", "TF_CONFIG")
-VERTEX_PREFIXES = ("AIP_", "CLOUD_ML_")
 
 
 def pytest_configure(config):
@@ -37,15 +33,11 @@ def pytest_configure(config):
     )
 
 
-def _is_vertex_variable(name: str) -> bool:
-    return name in VERTEX_VARIABLES or name.startswith(VERTEX_PREFIXES)
-
-
 @pytest.fixture(autouse=True)
 def vertex_free_env(monkeypatch, tmp_path):
     """No Vertex variables leak in from the shell; the hypertune file goes to tmp_path."""
     for name in list(os.environ):
-        if _is_vertex_variable(name):
+        if is_vertex_variable(name):
             monkeypatch.delenv(name)
     monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "hypertune" / "output.metrics"))
 
@@ -53,13 +45,6 @@ def vertex_free_env(monkeypatch, tmp_path):
 @pytest.fixture
 def metrics_file(tmp_path) -> Path:
     return tmp_path / "hypertune" / "output.metrics"
-
-
-def read_metrics(path: Path) -> list[dict]:
-    """The JSON lines cloudml-hypertune wrote, oldest first ([] when there is no file)."""
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def reported_epochs(path: Path) -> list[int]:
@@ -77,8 +62,7 @@ def train(argv: list[str]) -> int:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items() if not _is_vertex_variable(name)}
-    env.update(
+    env = without_vertex(
         PYTHONPATH=str(PROJECT),
         TF_CPP_MIN_LOG_LEVEL="2",
         CUDA_VISIBLE_DEVICES="-1",
@@ -101,16 +85,6 @@ def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
         )
 
 
-def kill(process: subprocess.Popen) -> None:
-    """SIGKILL: a MultiWorkerMirroredStrategy task waiting for a peer ignores SIGTERM."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
-
-
 def wait_all(processes: list[subprocess.Popen], timeout: float) -> list[int]:
     """Exit codes; every process still running at ``timeout`` is killed and the test fails."""
     deadline = time.monotonic() + timeout
@@ -122,16 +96,3 @@ def wait_all(processes: list[subprocess.Popen], timeout: float) -> list[int]:
             kill(process)
         pytest.fail(f"trainer processes still running after {timeout:.0f} s; killed")
     return [process.returncode for process in processes]
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()

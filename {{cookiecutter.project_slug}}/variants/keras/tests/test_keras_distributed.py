@@ -16,15 +16,8 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
-from conftest import (
-    PROJECT,
-    TINY,
-    free_ports,
-    reported_epochs,
-    start,
-    subprocess_env,
-    wait_all,
-)
+from conftest import PROJECT, TINY, reported_epochs, start, subprocess_env, wait_all
+from helpers import cluster_spec, free_ports
 
 from trainer import checkpoints
 
@@ -36,13 +29,6 @@ STEPS = 12
 def vertex_env(ports, pool, tf_task, tmp_path):
     """CLUSTER_SPEC and TF_CONFIG shaped like Vertex's (job as a JSON string, extra keys)."""
     hosts = [f"localhost:{port}" for port in ports]
-    cluster_spec = {
-        "cluster": {"workerpool0": hosts[:1], "workerpool1": hosts[1:]},
-        "environment": "cloud",
-        "task": {"type": pool, "index": 0},
-        "job": json.dumps({"python_module": "", "package_uris": [], "job_args": []}),
-        "open_ports": [3333],
-    }
     tf_config = {
         "cluster": {"chief": hosts[:1], "worker": hosts[1:]},
         "environment": "cloud",
@@ -52,7 +38,12 @@ def vertex_env(ports, pool, tf_task, tmp_path):
     scratch = tmp_path / f"tmp-{tf_task}"
     scratch.mkdir(exist_ok=True)
     return subprocess_env(
-        CLUSTER_SPEC=json.dumps(cluster_spec),
+        CLUSTER_SPEC=cluster_spec(
+            {"workerpool0": hosts[:1], "workerpool1": hosts[1:]},
+            pool,
+            trial=None,
+            open_ports=[3333],
+        ),
         TF_CONFIG=json.dumps(tf_config),
         CLOUD_ML_JOB_ID="1234567890",
         CLOUD_ML_HP_METRIC_FILE=str(tmp_path / f"{tf_task}.metrics"),

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY, read_metrics, train
+from conftest import TINY, train
+from helpers import read_metrics
 
 from trainer.metric import METRIC
 

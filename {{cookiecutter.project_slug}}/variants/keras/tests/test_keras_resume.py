@@ -8,7 +8,8 @@ import time
 
 import pytest
 import tensorflow as tf
-from conftest import TINY, kill, read_metrics, reported_epochs, start, subprocess_env, train
+from conftest import TINY, reported_epochs, start, subprocess_env, train
+from helpers import kill, read_metrics
 
 from trainer import checkpoints
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from conftest import PROJECT, TINY, read_metrics, reported_epochs, subprocess_env, train
+from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
+from helpers import read_metrics
 
 from trainer import checkpoints
 

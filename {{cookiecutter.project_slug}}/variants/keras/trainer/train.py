@@ -22,6 +22,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from trainer import cli, data, hptune, model, resume, runtime
+from trainer.context import RunContext
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
@@ -153,11 +154,11 @@ class Evaluate(keras.callbacks.Callback):
         self.reporter.report(results[METRIC], epoch + 1)
 
 
-def _checkpoint_root(dirs: runtime.OutputDirs, cluster: runtime.Cluster) -> str:
+def _checkpoint_root(checkpoint_dir: str, cluster: runtime.Cluster) -> str:
     """One folder per task under MultiWorkerMirroredStrategy: tasks never share files."""
     if cluster.is_distributed:
-        return runtime.join(dirs.checkpoint_dir, f"{cluster.task_type}-{cluster.index}")
-    return dirs.checkpoint_dir
+        return runtime.join(checkpoint_dir, f"{cluster.task_type}-{cluster.index}")
+    return checkpoint_dir
 
 
 def chief_first(consensus: resume.Consensus, is_chief: bool):
@@ -185,14 +186,13 @@ def chief_first(consensus: resume.Consensus, is_chief: bool):
     return call
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, ctx: RunContext) -> int:
     # TensorFlow logs every collective op and checkpoint shard at INFO: keep our lines readable.
     for name in ("tensorflow", "absl"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    cluster = runtime.cluster_from_env()
-    dirs = runtime.resolve_output_dirs(
-        args.model_dir, args.checkpoint_dir, args.tensorboard_dir, args.job_dir
-    )
+    cluster = ctx.cluster
+    # The model dir and TensorBoard logs stay as given: TensorFlow writes gs:// URIs itself.
+    checkpoint_dir = ctx.checkpoint_dir.local()
     strategy = make_strategy(cluster)
     consensus = resume.Consensus(strategy, cluster.is_distributed)
 
@@ -230,7 +230,12 @@ def run(args: argparse.Namespace) -> int:
         args.batch_size,
         steps_per_epoch,
     )
-    logger.info("Outputs: model %s, checkpoints %s, TensorBoard %s", *dirs.__dict__.values())
+    logger.info(
+        "Outputs: model %s, checkpoints %s, TensorBoard %s",
+        ctx.model_dir,
+        ctx.checkpoint_dir,
+        ctx.tensorboard_dir,
+    )
 
     with strategy.scope():
         classifier = model.build(
@@ -241,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
             args.fine_tune,
             args.learning_rate,
         )
-    state = resume.TrainingState(classifier, _checkpoint_root(dirs, cluster), consensus)
+    state = resume.TrainingState(classifier, _checkpoint_root(checkpoint_dir, cluster), consensus)
     position = state.restore()
     _use_learning_rate(classifier.optimizer, args.learning_rate)
 
@@ -251,14 +256,14 @@ def run(args: argparse.Namespace) -> int:
     evaluate = model.evaluator(classifier)
     evaluation = Evaluate(
         lambda: evaluate(eval_images),
-        hptune.MetricReporter(METRIC, enabled=cluster.is_chief),
+        ctx.metric_reporter(METRIC),
         enabled=cluster.is_chief,
     )
     callbacks = [evaluation, checkpointing]  # the logs get val_* before TensorBoard writes them
     if cluster.is_chief:
         callbacks.append(
             keras.callbacks.TensorBoard(
-                log_dir=dirs.tensorboard_dir, update_freq="epoch", profile_batch=0
+                log_dir=ctx.tensorboard_dir.uri, update_freq="epoch", profile_batch=0
             )
         )
 
@@ -298,7 +303,7 @@ def run(args: argparse.Namespace) -> int:
         # its last measurement), and this attempt may run on a fresh VM: evaluate once more.
         logger.info("All %d epochs are done: evaluating and exporting only", args.epochs)
         evaluation.on_epoch_end(args.epochs - 1)
-    _export(classifier, train_source.class_names, image_size, dirs.model_dir, cluster)
+    _export(classifier, train_source.class_names, image_size, ctx.model_dir.uri, cluster)
     return 0
 
 

@@ -8,18 +8,17 @@ model (2 layers, hidden size 32) is randomly initialised, then both are written 
 from __future__ import annotations
 
 import csv
-import json
 import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 
 import pytest
+from helpers import is_vertex_variable, kill
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_SEQ_LENGTH = 64
+TORCHRUN_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 # Keep every run offline and small: no Hub, no telemetry, few threads per process.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -33,15 +32,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def _isolated(tmp_path, monkeypatch):
     """Each test gets its own caches and no Vertex variables from the calling shell."""
     for name in list(os.environ):
-        if name.startswith(("AIP_", "CLOUD_ML_")) or name in (
-            "CLUSTER_SPEC",
-            "TF_CONFIG",
-            "LOCAL_RANK",
-            "RANK",
-            "WORLD_SIZE",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-        ):
+        if is_vertex_variable(name) or name in TORCHRUN_VARIABLES:
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
     monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "hypertune" / "metrics.json"))
@@ -124,14 +115,6 @@ def base_args(tiny_bert: str, csv_data: dict, job_dir) -> list[str]:
     ]
 
 
-def hypertune_records(path) -> list[dict]:
-    """The measurements cloudml-hypertune wrote (a JSON object per line)."""
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
 def trainer_env(**extra) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = PROJECT + os.pathsep + env.get("PYTHONPATH", "")
@@ -152,24 +135,9 @@ def start(argv: list[str], log_path, **env) -> subprocess.Popen:
     )
 
 
-def kill(process: subprocess.Popen) -> None:
-    """SIGKILL the whole process group (torchrun agents and their workers included)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
-
-
 def wait(process: subprocess.Popen, timeout: float) -> int:
     try:
         return process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill(process)
         raise AssertionError(f"trainer still running after {timeout} s; killed") from None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

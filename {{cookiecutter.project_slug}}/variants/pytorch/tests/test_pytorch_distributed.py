@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import base_args, free_port, hypertune_records, kill, start, wait
+from conftest import base_args, start, wait
+from helpers import cluster_spec, free_ports, kill, read_metrics
 
 from trainer import checkpoints, cli, distributed, runtime, train
 
@@ -13,17 +14,8 @@ pytestmark = pytest.mark.distributed
 
 
 def _cluster_spec(pool: str, port0: int, port1: int) -> str:
-    return json.dumps(
-        {
-            "cluster": {
-                "workerpool0": [f"127.0.0.1:{port0}"],
-                "workerpool1": [f"127.0.0.1:{port1}"],
-            },
-            "environment": "cloud",
-            "task": {"type": pool, "index": 0, "trial": ""},
-            "job": json.dumps({"python_module": "", "package_uris": [], "job_args": []}),
-        }
-    )
+    hosts = {"workerpool0": [f"127.0.0.1:{port0}"], "workerpool1": [f"127.0.0.1:{port1}"]}
+    return cluster_spec(hosts, pool)
 
 
 def test_plan_from_cluster_spec():
@@ -36,7 +28,7 @@ def test_plan_from_cluster_spec():
 
 
 def test_two_replicas_train_one_ddp_job(tiny_bert, csv_data, tmp_path):
-    port0, port1 = free_port(), free_port()
+    port0, port1 = free_ports(2)
     argv = [
         *base_args(tiny_bert, csv_data, tmp_path / "unused"),
         "--epochs=1",
@@ -68,9 +60,9 @@ def test_two_replicas_train_one_ddp_job(tiny_bert, csv_data, tmp_path):
 
     # One job of 2 processes: 128 examples / (2 x 16) = 4 steps, not 8 per process.
     assert "Processes: 2" in logs[0]
-    records = hypertune_records(tmp_path / "node0" / "hypertune" / "metrics.json")
+    records = read_metrics(tmp_path / "node0" / "hypertune" / "metrics.json")
     assert [int(r["global_step"]) for r in records] == [4]
-    assert hypertune_records(tmp_path / "node1" / "hypertune" / "metrics.json") == []
+    assert read_metrics(tmp_path / "node1" / "hypertune" / "metrics.json") == []
 
     # Only rank 0 exports; the other replica leaves its model dir alone.
     assert (tmp_path / "node0" / "model" / "model.safetensors").is_file()

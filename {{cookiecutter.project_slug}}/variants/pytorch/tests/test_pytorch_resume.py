@@ -12,16 +12,8 @@ import sys
 import time
 
 import pytest
-from conftest import (
-    PROJECT,
-    base_args,
-    free_port,
-    hypertune_records,
-    kill,
-    start,
-    trainer_env,
-    wait,
-)
+from conftest import PROJECT, base_args, start, trainer_env, wait
+from helpers import free_port, kill, read_metrics
 
 from trainer import checkpoints, task
 
@@ -76,9 +68,7 @@ def test_killed_run_resumes_at_a_later_step(tiny_bert, csv_data, tmp_path):
     assert f"Training from global step {resumed} to {total}" in log
     assert f"Training finished at global step {total} ({total - resumed} steps in this run)" in log
     # This run's tuning measurements all come after the resumed step.
-    steps = [
-        int(r["global_step"]) for r in hypertune_records(os.environ["CLOUD_ML_HP_METRIC_FILE"])
-    ]
+    steps = [int(r["global_step"]) for r in read_metrics(os.environ["CLOUD_ML_HP_METRIC_FILE"])]
     assert steps and min(steps) > resumed and max(steps) == total
     assert _state(job / "checkpoints", total)["global_step"] == total
     assert (job / "model" / "model.safetensors").is_file()

@@ -9,7 +9,8 @@ import random
 import shutil
 
 import pytest
-from conftest import MAX_SEQ_LENGTH, base_args, hypertune_records, start, wait, write_csv
+from conftest import MAX_SEQ_LENGTH, base_args, start, wait, write_csv
+from helpers import read_metrics
 
 from trainer import data, predict, task
 
@@ -26,7 +27,7 @@ def test_training_reports_accuracy_exports_and_predicts(tiny_bert, csv_data, tmp
     assert task.main(argv) == 0
 
     # One measurement per epoch (256 examples / batch 16 = 16 steps), tagged as in vertex.yaml.
-    records = hypertune_records(os.environ["CLOUD_ML_HP_METRIC_FILE"])
+    records = read_metrics(os.environ["CLOUD_ML_HP_METRIC_FILE"])
     assert [int(r["global_step"]) for r in records] == [16, 32, 48, 64]
     accuracy = float(records[-1]["accuracy"])
     assert accuracy >= 0.8, f"the tiny BERT did not learn the generated task: {records}"
@@ -70,7 +71,7 @@ def test_scratch_model_on_synthetic_data_with_step_based_evaluation(tmp_path):
         f"--job-dir={tmp_path / 'job'}",
     ]
     assert task.main(argv) == 0
-    records = hypertune_records(os.environ["CLOUD_ML_HP_METRIC_FILE"])
+    records = read_metrics(os.environ["CLOUD_ML_HP_METRIC_FILE"])
     # Evaluated at step 2, and once more at the end because step 3 is no evaluation step.
     assert [int(r["global_step"]) for r in records] == [2, 3]
     model_dir = tmp_path / "job" / "model"
@@ -182,7 +183,7 @@ def test_last_reported_value_is_the_exported_models_accuracy(tiny_bert, tmp_path
     argv = [*base_args(tiny_bert, files, job), "--max-seq-length=24", "--epochs=5"]
     metrics = os.environ["CLOUD_ML_HP_METRIC_FILE"]
     assert task.main(argv) == 0
-    records = hypertune_records(metrics)
+    records = read_metrics(metrics)
     assert [int(r["global_step"]) for r in records] == [16, 32, 48, 64, 80]
     exported = accuracy_of_export(job / "model", files["eval"])
     assert exported > 0.8, f"the tiny BERT did not learn the first parts: {records}"
@@ -191,7 +192,7 @@ def test_last_reported_value_is_the_exported_models_accuracy(tiny_bert, tmp_path
     shutil.rmtree(job / "model")
     os.remove(metrics)
     assert task.main(argv) == 0
-    records = hypertune_records(metrics)
+    records = read_metrics(metrics)
     assert [int(r["global_step"]) for r in records] == [80]
     exported = accuracy_of_export(job / "model", files["eval"])
     assert float(records[-1]["accuracy"]) == pytest.approx(exported, abs=1e-9)

@@ -32,6 +32,7 @@ from transformers.utils import logging as hf_logging
 
 from trainer import checkpoints, cli, data, distributed, hptune, resume, runtime
 from trainer import model as models
+from trainer.context import OutputDir, RunContext
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def add_arguments(parser) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="batch examples of similar length together, so dynamic padding pads less "
-        "(bench/: 1.8x the samples/s of random batches at 512 tokens on IMDB-like lengths)",
+        "(measured: 1.8x the samples/s of random batches at 512 tokens on IMDB-like lengths)",
     )
     group.add_argument(
         "--max-train-samples", type=cli.integer, default=0, help="use at most N (0: all)"
@@ -141,7 +142,7 @@ def _check(args) -> None:
         raise cli.InputError("--precision=fp16 needs a GPU")
 
 
-def run(args) -> int:
+def run(args, ctx: RunContext) -> int:
     """Train on this replica: in this process, or in torchrun workers when there are several.
 
     The workers run this process's own command line (``python -m trainer.task ...``) plus
@@ -149,13 +150,14 @@ def run(args) -> int:
     """
     _check(args)
     _plain_logs()
-    _check_output_dirs(args)
+    for directory in (ctx.model_dir, ctx.checkpoint_dir):
+        directory.local()  # fails now, not after training, when gs:// has no /gcs/ mount
     if distributed.is_worker():
-        return _train(args, args.local_dir or _torchrun_scratch())
-    job = distributed.plan(runtime.cluster_from_env(), args.nproc_per_node)
+        return _train(args, ctx, args.local_dir or _torchrun_scratch())
+    job = distributed.plan(ctx.cluster, args.nproc_per_node)
     if job.world_size == 1:
         with _scratch(args.local_dir) as work_dir:
-            return _train(args, work_dir)
+            return _train(args, ctx, work_dir)
     # Check the data once before starting processes (this also downloads it once per node).
     raw = data.load_raw(args)
     with _scratch(args.local_dir) as work_dir:
@@ -183,18 +185,6 @@ def _build_scratch(args, raw: data.RawData, folder: str) -> str:
     texts = raw.train[raw.text_column]
     max_length = max(512, args.max_seq_length)
     return models.build_scratch(texts, folder, max_length=max_length, seed=args.seed)
-
-
-def _check_output_dirs(args) -> None:
-    """Fail before training, not after it, when a gs:// output dir has no /gcs/ mount."""
-    dirs = runtime.resolve_output_dirs(
-        args.model_dir, args.checkpoint_dir, args.tensorboard_dir, args.job_dir
-    )
-    for directory in (dirs.model_dir, dirs.checkpoint_dir):
-        try:
-            runtime.local_path(directory)
-        except RuntimeError as error:
-            raise cli.InputError(str(error)) from None
 
 
 @contextlib.contextmanager
@@ -327,24 +317,22 @@ class LogProgress(TrainerCallback):
         return control
 
 
-def _tensorboard_callback(directory: str):
+def _tensorboard_callback(directory: OutputDir):
     try:
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
 
-        path = runtime.local_path(directory)
-    except (ImportError, RuntimeError) as error:
+        path = directory.local()
+    except (ImportError, cli.InputError) as error:
         logger.warning("No TensorBoard logs: %s", error)
         return None
     return TensorBoardCallback(tb_writer=SummaryWriter(log_dir=path))
 
 
-def _train(args, work_dir: str) -> int:
+def _train(args, ctx: RunContext, work_dir: str) -> int:
     # Data loader workers fork after the fast tokenizer ran; its threads must not be inherited.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    dirs = runtime.resolve_output_dirs(
-        args.model_dir, args.checkpoint_dir, args.tensorboard_dir, args.job_dir
-    )
+    checkpoint_dir = ctx.checkpoint_dir.local()
     training_args = training_arguments(args, os.path.join(work_dir, "output"))
     is_rank0 = training_args.process_index == 0
     if is_rank0:
@@ -352,9 +340,9 @@ def _train(args, work_dir: str) -> int:
             "Processes: %d (%s); outputs: model %s, checkpoints %s, logs %s",
             training_args.world_size,
             training_args.device,
-            dirs.model_dir,
-            dirs.checkpoint_dir,
-            dirs.tensorboard_dir,
+            ctx.model_dir,
+            ctx.checkpoint_dir,
+            ctx.tensorboard_dir,
         )
     set_seed(args.seed)
 
@@ -372,7 +360,7 @@ def _train(args, work_dir: str) -> int:
         )
         model = models.load_model(model_path, raw.label_names)
     resume_from = resume.restore_agreed(
-        dirs.checkpoint_dir,
+        checkpoint_dir,
         os.path.join(work_dir, "resume"),
         looks=training_args.local_process_index == 0,
         device=training_args.device,
@@ -380,14 +368,14 @@ def _train(args, work_dir: str) -> int:
     if resume_from and is_rank0:
         logger.info("Resuming from %s", os.path.basename(resume_from))
 
-    report = ReportMetric(hptune.MetricReporter(METRIC, enabled=is_rank0))
+    report = ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0))
     callbacks = [
         report,
-        resume.MirrorCheckpoints(dirs.checkpoint_dir, args.checkpoint_minutes, KEEP_CHECKPOINTS),
+        resume.MirrorCheckpoints(checkpoint_dir, args.checkpoint_minutes, KEEP_CHECKPOINTS),
         LogProgress(),
     ]
     if is_rank0:
-        board = _tensorboard_callback(dirs.tensorboard_dir)
+        board = _tensorboard_callback(ctx.tensorboard_dir)
         if board is not None:
             callbacks.append(board)
     padding_multiple = 8 if (training_args.fp16 or training_args.bf16) else None
@@ -407,7 +395,7 @@ def _train(args, work_dir: str) -> int:
 
     if is_rank0:
         staging = os.path.join(work_dir, "export")
-        export(trainer.model, tokenizer, dirs.model_dir, staging, args.max_seq_length)
+        export(trainer.model, tokenizer, ctx.model_dir.local(), staging, args.max_seq_length)
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
@@ -432,7 +420,7 @@ def _report_final_model(trainer: Trainer, report: ReportMetric) -> None:
 
 
 def export(model, tokenizer, model_dir: str, staging: str, max_length: int | None = None) -> None:
-    """``save_pretrained`` locally, then copy file by file into the model dir (gs:// via /gcs/).
+    """``save_pretrained`` locally, then copy file by file into the local path ``model_dir``.
 
     ``max_length``: the truncation used in training and evaluation, kept as the tokenizer's
     ``model_max_length`` so that predictions truncate the way the reported metric did.
@@ -442,5 +430,5 @@ def export(model, tokenizer, model_dir: str, staging: str, max_length: int | Non
         tokenizer.model_max_length = max_length
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
-    checkpoints.copy_files(staging, runtime.local_path(model_dir))
-    logger.info("Model exported to %s", model_dir)
+    checkpoints.copy_files(staging, model_dir)
+    logger.info("Model exported to %s", runtime.to_gcs_uri(model_dir))

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 import warnings
@@ -14,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import xgboost as xgb
+from helpers import kill, read_metrics, without_vertex
 from sklearn import datasets, metrics
 from sklearn.model_selection import train_test_split
 
@@ -22,7 +20,6 @@ TIMEOUT_S = 150
 # One thread per trainer: pytest -n 2 already keeps both cores busy, and XGBoost's OpenMP
 # threads slow down badly when they outnumber the free cores.
 FAST = ["--nthread=1"]
-VERTEX_VARIABLES = ("AIP_", "CLUSTER_SPEC", "TF_CONFIG", "CLOUD_ML_")
 # A training run of a few seconds, for the shared tests (tests/test_hpt_contract.py).
 SMOKE_ARGS = [
     "--train-data=synthetic:500",
@@ -35,10 +32,7 @@ SMOKE_ARGS = [
 
 def trainer_env(**extra: str) -> dict[str, str]:
     """This environment without any Vertex variables of the caller, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(VERTEX_VARIABLES)}
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
+    return without_vertex(PYTHONUNBUFFERED="1", **extra)
 
 
 def start_trainer(args: list[str], env: dict[str, str] | None = None, log: Path | None = None):
@@ -55,15 +49,6 @@ def start_trainer(args: list[str], env: dict[str, str] | None = None, log: Path 
     )
 
 
-def kill(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
-
-
 def run_trainer(args: list[str], env: dict[str, str] | None = None, timeout: int = TIMEOUT_S):
     """Run the trainer to the end; SIGKILL it (and fail) if it outlives ``timeout``."""
     process = start_trainer(args, env)
@@ -77,17 +62,6 @@ def run_trainer(args: list[str], env: dict[str, str] | None = None, timeout: int
 
 def check_ok(result: subprocess.CompletedProcess) -> None:
     assert result.returncode == 0, result.stderr[-4000:]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def read_metrics(path: Path) -> list[dict]:
-    """The hypertune file: one JSON object per reported measurement."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def load_model(model_dir: Path) -> tuple[xgb.Booster, dict]:

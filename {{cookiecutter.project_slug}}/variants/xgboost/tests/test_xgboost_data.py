@@ -11,6 +11,7 @@ import pytest
 from conftest import FAST, run_trainer, trainer_env
 
 from trainer import cli, data
+from trainer import schema as schemas
 
 
 def _frame(rows: int = 40) -> pd.DataFrame:
@@ -111,13 +112,13 @@ def test_parquet_text_columns_and_label_strings_are_encoded(tmp_path):
     frame.loc[3, "city"] = None
     frame.to_parquet(tmp_path / "train.parquet")
     read = data.read(str(tmp_path / "train.parquet"), "train", label_column="y", kind="binary")
-    schema = data.load_schema(read, "y", "binary", "train.parquet")
+    schema = schemas.load_schema(read, "y", "binary", "train.parquet")
     assert schema.classes == ["no", "yes"]
     assert schema.categories == {"city": ["oslo", "paris", "rome"]}
     unseen = read.assign(city="lima")
-    matrix, labels = data.encode(unseen, schema, "eval")
+    matrix, labels = schemas.encode(unseen, schema, "eval")
     assert np.isnan(matrix[:, 1]).all()  # unseen category: missing, not an error
-    matrix, labels = data.encode(read, schema, "train")
+    matrix, labels = schemas.encode(read, schema, "train")
     assert np.isnan(matrix[3, 1]) and set(labels) == {0.0, 1.0}
 
 

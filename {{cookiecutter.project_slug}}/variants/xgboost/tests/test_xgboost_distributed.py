@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import pandas as pd
@@ -11,28 +10,15 @@ from conftest import (
     FAST,
     TIMEOUT_S,
     check_reported_auc_is_the_exported_models,
-    free_port,
-    kill,
     load_model,
-    read_metrics,
     start_trainer,
     trainer_env,
 )
+from helpers import cluster_spec, free_ports, kill, read_metrics
 
 from trainer import data
 
 pytestmark = pytest.mark.distributed
-
-
-def _cluster_spec(pools: dict, pool: str, index: int) -> str:
-    return json.dumps(
-        {
-            "cluster": pools,
-            "environment": "cloud",
-            "task": {"type": pool, "index": index, "trial": ""},
-            "job": json.dumps({"python_module": "", "package_uris": [], "job_args": []}),
-        }
-    )
 
 
 def run_two_replicas(tmp_path, args: list[str]) -> dict[str, str]:
@@ -40,14 +26,12 @@ def run_two_replicas(tmp_path, args: list[str]) -> dict[str, str]:
 
     Each writes under ``tmp_path/<chief|worker>/`` (model, checkpoints, metrics).
     """
-    pools = {
-        "workerpool0": [f"127.0.0.1:{free_port()}"],
-        "workerpool1": [f"127.0.0.1:{free_port()}"],
-    }
+    chief, worker = free_ports(2)
+    pools = {"workerpool0": [f"127.0.0.1:{chief}"], "workerpool1": [f"127.0.0.1:{worker}"]}
     processes = {}
     for name, pool in (("chief", "workerpool0"), ("worker", "workerpool1")):
         env = trainer_env(
-            CLUSTER_SPEC=_cluster_spec(pools, pool, 0),
+            CLUSTER_SPEC=cluster_spec(pools, pool, 0),
             CLOUD_ML_JOB_ID="4711",
             CLOUD_ML_HP_METRIC_FILE=str(tmp_path / name / "metrics"),
         )

@@ -12,17 +12,16 @@ import xgboost as xgb
 from conftest import (
     FAST,
     TIMEOUT_S,
-    VERTEX_VARIABLES,
     check_ok,
-    kill,
     load_model,
-    read_metrics,
     run_trainer,
     start_trainer,
     trainer_env,
 )
+from helpers import is_vertex_variable, kill, read_metrics
 
 from trainer import checkpoints, data
+from trainer import schema as schemas
 
 
 def _complete(root) -> list[int]:
@@ -136,8 +135,8 @@ def test_resumed_model_equals_uninterrupted(tmp_path, early_stopping):
     assert resumed_meta["best_iteration"] == reference_meta["best_iteration"]
 
     frame = data.synthetic(evaluate, "eval", label_column="label", kind="binary", seed=42)
-    schema = data.load_schema(frame, "label", "binary", "eval")
-    matrix, _ = data.encode(frame, schema, "eval")
+    schema = schemas.load_schema(frame, "label", "binary", "eval")
+    matrix, _ = schemas.encode(frame, schema, "eval")
     rows = xgb.DMatrix(matrix)
     np.testing.assert_allclose(resumed.predict(rows), reference.predict(rows), atol=1e-5)
 
@@ -169,16 +168,16 @@ class Crash(Exception):
 def _train_in_process(argv: list[str], monkeypatch, crash_at: int | None = None) -> None:
     """``python -m trainer.task`` in this process; with ``crash_at``, die right after the
     checkpoint of that round is complete (before any later callback of the round runs)."""
-    from trainer import model, task
+    from trainer import resume, task
 
-    publish = model.save_checkpoint
+    publish = resume.save_checkpoint
 
     def save_then_crash(booster, root, keep=2):
         publish(booster, root, keep)
         if booster.num_boosted_rounds() == crash_at:
             raise Crash(crash_at)
 
-    monkeypatch.setattr(model, "save_checkpoint", save_then_crash)
+    monkeypatch.setattr(resume, "save_checkpoint", save_then_crash)
     if crash_at is None:
         assert task.main(argv) == 0
     else:
@@ -189,7 +188,7 @@ def _train_in_process(argv: list[str], monkeypatch, crash_at: int | None = None)
 def test_early_stopping_after_a_crash_stops_where_an_uninterrupted_run_does(tmp_path, monkeypatch):
     """Crash right after the checkpoint of round k, rerun: same stop, best round and model."""
     for name in list(os.environ):
-        if name.startswith(VERTEX_VARIABLES):
+        if is_vertex_variable(name):
             monkeypatch.delenv(name)
     monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "metrics"))
     evaluate = "synthetic:300"
@@ -212,8 +211,8 @@ def test_early_stopping_after_a_crash_stops_where_an_uninterrupted_run_does(tmp_
     assert checkpoints.latest_complete(str(whole / "checkpoints")).step == stop
 
     frame = data.synthetic(evaluate, "eval", label_column="label", kind="binary", seed=42)
-    schema = data.load_schema(frame, "label", "binary", "eval")
-    rows = xgb.DMatrix(data.encode(frame, schema, "eval")[0])
+    schema = schemas.load_schema(frame, "label", "binary", "eval")
+    rows = xgb.DMatrix(schemas.encode(frame, schema, "eval")[0])
     # Early rounds, the best round itself (its score must survive the crash), just before the
     # stop, and the final checkpoint before the export.
     for crash_at in sorted({1, 5, best, best + 1, best + 2, stop - 1, stop}):

@@ -16,10 +16,10 @@ from conftest import (
     check_reported_auc_is_the_exported_models,
     features,
     load_model,
-    read_metrics,
     run_trainer,
     trainer_env,
 )
+from helpers import read_metrics
 
 from trainer import cli, objectives, train
 

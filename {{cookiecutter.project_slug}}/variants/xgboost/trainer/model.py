@@ -1,12 +1,6 @@
-"""The booster: resumable training callbacks, checkpoints, export (objectives: objectives.py).
+"""The booster: device, metric reports during training, evaluation and export.
 
-Resume works at boosting-round granularity: a checkpoint is the whole booster (UBJSON) after
-some rounds, and a restarted run continues it with ``xgb.train(..., xgb_model=booster)`` for the
-remaining rounds only. The round count always comes from the loaded booster
-(``num_boosted_rounds()``), never from a file name. Early stopping keeps its state in the
-booster's ``best_iteration``/``best_score`` attributes, and a round's checkpoint is taken after
-early stopping has scored that round (train.boost orders the callbacks), so a restart stops at
-the same round, with the same best round, as a run without one.
+Checkpoints and resume are in ``resume.py``, objectives and their metrics in ``objectives.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ import os
 import tempfile
 
 import xgboost as xgb
-from xgboost.callback import EarlyStopping, TrainingCallback
+from xgboost.callback import TrainingCallback
 
 from trainer import checkpoints, hptune, runtime
 from trainer.cli import InputError
@@ -26,7 +20,6 @@ logger = logging.getLogger(__name__)
 
 MODEL_FILE = "model.bst"  # the exact name Vertex's prebuilt XGBoost prediction container loads
 METADATA_FILE = "model_metadata.json"
-CHECKPOINT_FILE = "model.ubj"
 
 
 def gpu_present() -> bool:
@@ -58,124 +51,11 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-# --- checkpoints -----------------------------------------------------------------------------
-
-
-def load_checkpoint(folder: str) -> xgb.Booster:
-    """The booster in a checkpoint folder (raises when it cannot be loaded)."""
-    booster = xgb.Booster()
-    booster.load_model(os.path.join(folder, CHECKPOINT_FILE))
-    if booster.num_boosted_rounds() < 1:
-        raise ValueError("the booster has no trees")
-    return booster
-
-
-def latest_booster(root: str, validate=None) -> xgb.Booster | None:
-    """The booster of the newest complete, loadable checkpoint under ``root``, if any."""
-
-    loaded: dict[str, xgb.Booster] = {}
-
-    def check(folder: str) -> None:
-        booster = load_checkpoint(folder)
-        if validate is not None:
-            validate(booster)
-        loaded[folder] = booster
-
-    found = checkpoints.latest_complete(root, validate=check)
-    if found is None:
-        return None
-    booster = loaded[found.path]
-    logger.info(
-        "Resuming from %s: %d rounds done",
-        runtime.to_gcs_uri(found.path),
-        booster.num_boosted_rounds(),
-    )
-    return booster
-
-
-def save_checkpoint(booster: xgb.Booster, root: str, keep: int = 2) -> None:
-    """Publish the booster as ``checkpoint-<rounds>`` (complete marker last), prune old ones."""
-    rounds = booster.num_boosted_rounds()
-    with tempfile.TemporaryDirectory(prefix="xgb-checkpoint-") as local:
-        with open(os.path.join(local, CHECKPOINT_FILE), "wb") as handle:
-            handle.write(booster.save_raw(raw_format="ubj"))
-        os.makedirs(runtime.local_path(root), exist_ok=True)
-        checkpoints.publish(local, root, rounds, {"rounds": rounds, "xgboost": xgb.__version__})
-    checkpoints.prune(root, keep=keep)
-
-
-class Checkpointer(TrainingCallback):
-    """Checkpoint every ``every`` rounds, every ``minutes`` minutes and at the end (rank 0)."""
-
-    def __init__(self, root: str, every: int, minutes: float, enabled: bool):
-        super().__init__()
-        self.root = root
-        self.every = every
-        self.interval = checkpoints.Interval(minutes)
-        self.enabled = enabled
-        self.saved_at = -1
-
-    def save(self, booster: xgb.Booster) -> None:
-        rounds = booster.num_boosted_rounds()
-        if self.enabled and rounds != self.saved_at:
-            save_checkpoint(booster, self.root)
-            self.saved_at = rounds
-            self.interval.reset()
-
-    def after_iteration(self, model, epoch, evals_log) -> bool:
-        rounds = model.num_boosted_rounds()
-        if (self.every and rounds % self.every == 0) or self.interval.due():
-            self.save(model)
-        return False
-
-    def after_training(self, model):
-        self.save(model)
-        return model
-
-
-class ResumableEarlyStopping(EarlyStopping):
-    """XGBoost's early stopping, restarted from the state the booster carries.
-
-    ``EarlyStopping`` records ``best_iteration`` and ``best_score`` as booster attributes;
-    after a resume, the rounds since the best one continue to count instead of restarting.
-    """
-
-    def __init__(self, rounds: int, metric_name: str, data_name: str):
-        # save_best stays off: checkpoints need every round; the export truncates instead.
-        super().__init__(rounds=rounds, metric_name=metric_name, data_name=data_name)
-
-    def before_training(self, model):
-        model = super().before_training(model)
-        restored = restored_early_stopping(model)
-        if restored is not None:
-            best_iteration, best_score = restored
-            name, metric = self.data, self.metric_name
-            self.stopping_history = {name: {metric: [best_score]}}
-            self.best_scores = {name: {metric: [best_score]}}
-            self.current_rounds = model.num_boosted_rounds() - 1 - best_iteration
-            logger.info(
-                "Early stopping resumed: best %s=%.6g at round %d, %d rounds since",
-                metric,
-                best_score,
-                best_iteration + 1,
-                self.current_rounds,
-            )
-        return model
-
-
-def restored_early_stopping(booster: xgb.Booster) -> tuple[int, float] | None:
-    """(best_iteration, best_score) saved in a booster by early stopping, if any."""
-    iteration, score = booster.attr("best_iteration"), booster.attr("best_score")
-    if iteration is None or score is None:
-        return None
-    return int(iteration), float(score)
-
-
 class MetricReporter(TrainingCallback):
     """Log the eval metric and report it for hyperparameter tuning every ``every`` rounds.
 
     Without early stopping, XGBoost is not given the eval set (scoring it after every round
-    cost 12% of training time in bench/); the metric is computed here, every ``every`` rounds.
+    costs about 12% of training time); the metric is computed here, every ``every`` rounds.
     """
 
     def __init__(
@@ -240,7 +120,7 @@ def evaluate(booster: xgb.Booster, data: xgb.DMatrix, name: str, metric: str) ->
 
 
 def export(booster: xgb.Booster, model_dir: str, metadata: dict) -> str:
-    """Write ``model.bst`` and ``model_metadata.json`` to the model dir (chief only).
+    """Write ``model.bst`` and ``model_metadata.json`` to the local path ``model_dir`` (chief).
 
     The booster is saved without feature names: the prediction container builds its matrix
     from plain lists of numbers, which a booster with names refuses. The names, category
@@ -250,13 +130,13 @@ def export(booster: xgb.Booster, model_dir: str, metadata: dict) -> str:
     booster = booster.copy()
     booster.feature_names = None
     booster.feature_types = None
-    destination = runtime.local_path(model_dir)
     with tempfile.TemporaryDirectory(prefix="xgb-export-") as local:
         with open(os.path.join(local, METADATA_FILE), "w", encoding="utf-8") as handle:
             json.dump(metadata, handle, indent=1, sort_keys=True, default=str)
         with open(os.path.join(local, MODEL_FILE), "wb") as handle:
             handle.write(booster.save_raw(raw_format="ubj"))
         # model.bst last: its presence means the export is done.
-        checkpoints.copy_files(local, destination, (METADATA_FILE, MODEL_FILE))
-    logger.info("Exported %s to %s", MODEL_FILE, runtime.join(model_dir, MODEL_FILE))
-    return os.path.join(destination, MODEL_FILE)
+        checkpoints.copy_files(local, model_dir, (METADATA_FILE, MODEL_FILE))
+    path = os.path.join(model_dir, MODEL_FILE)
+    logger.info("Exported %s to %s", MODEL_FILE, runtime.to_gcs_uri(path))
+    return path

@@ -3,20 +3,21 @@
 One run: read this replica's rows -> join the other replicas (if any) and agree on one schema
 -> continue from the newest complete checkpoint (the chief's, sent to every replica) -> boost
 the remaining rounds with periodic checkpoints and tuning-metric reports -> the chief exports
-``model.bst`` and ``model_metadata.json`` to the model dir.
+``model.bst`` and ``model_metadata.json`` to the model dir. Checkpoints: ``resume.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 
 import pandas as pd
 import xgboost as xgb
 
-from trainer import cli, data, distributed, hptune, model, objectives, runtime
+from trainer import cli, data, distributed, model, objectives, resume, runtime
+from trainer import schema as schemas
+from trainer.context import RunContext
 
 logger = logging.getLogger(__name__)
 
@@ -25,20 +26,6 @@ DESCRIPTION = (
     "(bq://project.dataset.table) or synthetic data, and export model.bst for Vertex AI."
 )
 EVAL_NAME = "eval"
-
-
-def fraction(value: str) -> float:
-    number = cli.positive_float(value)
-    if number > 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {value!r}")
-    return number
-
-
-def non_negative_integer(value: str) -> int:
-    number = cli.integer(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}")
-    return number
 
 
 def base_score(value: str) -> float | str:
@@ -63,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--num-boost-round", type=cli.positive_integer, default=200, help="boosting rounds"
     )
-    group.add_argument("--max-depth", type=non_negative_integer, default=6, help="tree depth")
+    group.add_argument("--max-depth", type=cli.non_negative_integer, default=6, help="tree depth")
     group.add_argument(
         "--eta",
         "--learning-rate",
@@ -72,9 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.1,
         help="learning rate (shrinkage)",
     )
-    group.add_argument("--subsample", type=fraction, default=1.0, help="row sample per tree")
+    group.add_argument("--subsample", type=cli.fraction, default=1.0, help="row sample per tree")
     group.add_argument(
-        "--colsample-bytree", type=fraction, default=1.0, help="column sample per tree"
+        "--colsample-bytree", type=cli.fraction, default=1.0, help="column sample per tree"
     )
     group.add_argument(
         "--min-child-weight",
@@ -85,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-bin", type=cli.positive_integer, default=256, help="histogram bins")
     group.add_argument(
         "--early-stopping-rounds",
-        type=non_negative_integer,
+        type=cli.non_negative_integer,
         default=0,
         help="stop when the eval metric has not improved for this many rounds and export the "
         "best round's model (0: off)",
@@ -106,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--eval-fraction",
-        type=fraction,
+        type=cli.fraction,
         default=0.1,
         help="share of training rows held out for evaluation when --eval-data is not given",
     )
@@ -118,25 +105,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--nthread",
-        type=non_negative_integer,
+        type=cli.non_negative_integer,
         default=0,
         help="CPU threads (0: all cores of this machine)",
     )
     group.add_argument(
         "--checkpoint-rounds",
-        type=non_negative_integer,
+        type=cli.non_negative_integer,
         default=50,
         help="checkpoint every N rounds (0: only by time and at the end)",
     )
     group.add_argument(
         "--report-rounds",
-        type=non_negative_integer,
+        type=cli.non_negative_integer,
         default=10,
         help="log and report the eval metric for hyperparameter tuning every N rounds",
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, ctx: RunContext) -> int:
     objective = objectives.objective(args.objective)
     metric_names = objectives.metrics(args.eval_metric, objective.kind)
     tag = metric_names[-1]  # the HPT metric id; vertex.yaml's hpt.metric.id must equal it
@@ -145,10 +132,9 @@ def run(args: argparse.Namespace) -> int:
             "--train-data is required: a file, folder or glob (local, /gcs/ or gs://), "
             "bq://project.dataset.table or 'synthetic'"
         )
-    dirs = runtime.resolve_output_dirs(
-        args.model_dir, args.checkpoint_dir, args.tensorboard_dir, args.job_dir
-    )
-    cluster = runtime.cluster_from_env()
+    # File paths (gs:// through /gcs/), checked before any work.
+    checkpoint_dir, model_dir = ctx.checkpoint_dir.local(), ctx.model_dir.local()
+    cluster = ctx.cluster
     device = model.device(args.device)
     shard = data.Shard(cluster.node_rank, cluster.num_nodes)
     read = {
@@ -169,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     read_s = time.monotonic() - started
 
     with distributed.group(cluster) as group:
-        schema = data.load_schema(
+        schema = schemas.load_schema(
             train_frame, args.label_column, objective.kind, args.train_data, group.allgather
         )
         if eval_frame is None:
@@ -180,8 +166,8 @@ def run(args: argparse.Namespace) -> int:
             eval_source = f"{args.train_data} (held-out rows)"
         else:
             eval_source = args.eval_data
-        x_train, y_train = data.encode(train_frame, schema, args.train_data)
-        x_eval, y_eval = data.encode(eval_frame, schema, eval_source)
+        x_train, y_train = schemas.encode(train_frame, schema, args.train_data)
+        x_eval, y_eval = schemas.encode(eval_frame, schema, eval_source)
         check_metric_defined(tag, y_eval, eval_source, schema.classes)
         rows = group.allgather(len(y_train))
         logger.info(
@@ -220,12 +206,12 @@ def run(args: argparse.Namespace) -> int:
         deval = xgb.QuantileDMatrix(x_eval, label=y_eval, ref=dtrain, nthread=params["nthread"])
         del x_train, x_eval
 
-        reporter = hptune.MetricReporter(tag, enabled=cluster.is_chief)  # one file writer
-        start = resume(dirs.checkpoint_dir, group, objective, schema, args.num_boost_round)
-        booster = boost(args, params, dtrain, deval, start, dirs, cluster, reporter)
+        reporter = ctx.metric_reporter(tag)  # the chief's: one file writer
+        start = resume.restore(checkpoint_dir, group, objective, schema, args.num_boost_round)
+        booster = boost(args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter)
 
         exported = booster
-        stopping = model.restored_early_stopping(booster) if args.early_stopping_rounds else None
+        stopping = resume.restored_early_stopping(booster) if args.early_stopping_rounds else None
         if stopping is not None:
             exported = booster[: stopping[0] + 1]
         # The study's last measurement is the exported model's metric. It is reported at the
@@ -245,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         if cluster.is_chief:
             model.export(
                 exported,
-                dirs.model_dir,
+                model_dir,
                 metadata(args, objective, schema, exported, tag, value, stopping),
             )
         else:
@@ -279,47 +265,12 @@ def check_metric_defined(metric: str, labels, source: str, classes: list | None)
         )
 
 
-def resume(root, group, objective, schema, num_boost_round):
-    """The chief's newest usable checkpoint, on every replica (None: start from scratch)."""
-
-    def compatible(booster: xgb.Booster) -> None:
-        learner = json.loads(booster.save_config())["learner"]
-        saved = learner["objective"]["name"]
-        if saved != objective.name:
-            raise ValueError(f"it was trained for {saved}, this run is {objective.name}")
-        if booster.num_features() != len(schema.feature_names):
-            raise ValueError(
-                f"it has {booster.num_features()} features, the data {len(schema.feature_names)}"
-            )
-        num_class = int(learner["learner_model_param"].get("num_class", 0))
-        if num_class != schema.num_class and objective.kind == "multiclass":
-            raise ValueError(f"it has {num_class} classes, the data {schema.num_class}")
-
-    raw = None
-    if group.rank == 0:
-        booster = model.latest_booster(root, validate=compatible)
-        raw = bytes(booster.save_raw(raw_format="ubj")) if booster is not None else None
-    raw = group.broadcast(raw)
-    if raw is None:
-        return None
-    booster = xgb.Booster(model_file=bytearray(raw))
-    if booster.num_boosted_rounds() > num_boost_round:
-        logger.warning(
-            "The checkpoint has %d rounds, more than --num-boost-round=%d: keeping the first %d",
-            booster.num_boosted_rounds(),
-            num_boost_round,
-            num_boost_round,
-        )
-        booster = booster[:num_boost_round]
-    return booster
-
-
-def boost(args, params, dtrain, deval, start, dirs, cluster, reporter) -> xgb.Booster:
+def boost(args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter) -> xgb.Booster:
     """Boost the rounds still missing after ``start``, with checkpoints and metric reports."""
     done = start.num_boosted_rounds() if start is not None else 0
     remaining = args.num_boost_round - done
-    checkpointer = model.Checkpointer(
-        dirs.checkpoint_dir, args.checkpoint_rounds, args.checkpoint_minutes, cluster.is_chief
+    checkpointer = resume.Checkpointer(
+        checkpoint_dir, args.checkpoint_rounds, args.checkpoint_minutes, cluster.is_chief
     )
     checkpointer.saved_at = done
     # Order matters: XGBoost calls a round's callbacks in list order and skips the rest once one
@@ -332,9 +283,9 @@ def boost(args, params, dtrain, deval, start, dirs, cluster, reporter) -> xgb.Bo
     ]
     if args.early_stopping_rounds:
         callbacks.insert(
-            0, model.ResumableEarlyStopping(args.early_stopping_rounds, reporter.tag, EVAL_NAME)
+            0, resume.ResumableEarlyStopping(args.early_stopping_rounds, reporter.tag, EVAL_NAME)
         )
-        state = model.restored_early_stopping(start) if start is not None else None
+        state = resume.restored_early_stopping(start) if start is not None else None
         if state is not None and done - 1 - state[0] >= args.early_stopping_rounds:
             logger.info("The checkpoint had already stopped early: nothing left to train")
             return start

@@ -1,0 +1,67 @@
+"""The trainer contract: every variant's train.py has the same three names, and task.py hands
+``run`` one context with the replica's role, its output dirs as file paths and a reporter."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+
+import pytest
+from helpers import cluster_spec
+
+from trainer import cli, context, runtime, task
+
+NO_MOUNT = "gs://no-such-bucket-mounted-here"
+
+
+def parsed(*argv: str) -> argparse.Namespace:
+    return cli.parse_args(cli.base_parser("test"), list(argv))
+
+
+def test_every_variant_has_the_same_contract():
+    from trainer import data, model, resume, train  # noqa: F401 - the same module set everywhere
+
+    assert isinstance(train.DESCRIPTION, str) and train.DESCRIPTION
+    assert list(inspect.signature(train.add_arguments).parameters) == ["parser"]
+    assert list(inspect.signature(train.run).parameters) == ["args", "ctx"]
+
+
+def test_context_reads_vertex_once(tmp_path):
+    environ = {
+        "AIP_MODEL_DIR": f"{tmp_path}/1/model/",
+        "AIP_CHECKPOINT_DIR": f"{tmp_path}/1/checkpoints/",
+        "AIP_TENSORBOARD_LOG_DIR": f"{tmp_path}/1/logs/",
+        "CLUSTER_SPEC": cluster_spec(
+            {"workerpool0": ["10.0.0.1:2222"], "workerpool1": ["10.0.0.2:2222"]}, "workerpool1"
+        ),
+    }
+    ctx = context.build(parsed(), environ)
+    assert ctx.model_dir.local() == f"{tmp_path}/1/model"  # Vertex's trailing slash dropped
+    assert ctx.checkpoint_dir.local() == f"{tmp_path}/1/checkpoints"
+    assert str(ctx.tensorboard_dir) == f"{tmp_path}/1/logs"
+    assert (ctx.cluster.pool, ctx.cluster.node_rank, ctx.cluster.num_nodes) == ("workerpool1", 1, 2)
+    assert not ctx.metric_reporter("auc").enabled  # a worker never writes the metric file
+
+
+def test_flags_win_over_vertex_and_job_dir_is_the_fallback(tmp_path):
+    ctx = context.build(parsed(f"--job-dir={tmp_path}", "--model-dir=elsewhere"), {})
+    assert ctx.model_dir.uri == "elsewhere"
+    assert ctx.checkpoint_dir.local() == runtime.join(str(tmp_path), "checkpoints")
+    assert ctx.cluster.is_chief
+
+
+def test_gs_uri_without_the_gcs_mount_is_bad_input_only_when_a_file_is_written():
+    ctx = context.build(parsed(f"--job-dir={NO_MOUNT}/job"), {})
+    assert ctx.tensorboard_dir.uri == f"{NO_MOUNT}/job/logs"  # TensorFlow may write it itself
+    assert ctx.tensorboard_dir.path is None
+    with pytest.raises(cli.InputError, match="/gcs/no-such-bucket-mounted-here"):
+        ctx.checkpoint_dir.local()
+
+
+def test_trainer_stops_with_one_error_line_before_training(tmp_path, capsys):
+    """Checkpoints need a file path: gs:// without /gcs/ ends the run at once, exit 2."""
+    argv = ["--train-data=synthetic", f"--model-dir={tmp_path}", f"--checkpoint-dir={NO_MOUNT}/c"]
+    assert task.main(argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and "/gcs/no-such-bucket-mounted-here" in errors[0]
+    assert not any(tmp_path.iterdir()), "nothing written to the model dir"

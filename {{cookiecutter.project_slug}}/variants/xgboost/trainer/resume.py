@@ -1,0 +1,172 @@
+"""Checkpoints of the booster and resume, at boosting-round granularity.
+
+A checkpoint is the whole booster (UBJSON) after some rounds, published with the complete-marker
+protocol of ``trainer.checkpoints``; a restarted run continues it with
+``xgb.train(..., xgb_model=booster)`` for the remaining rounds only. The round count always comes
+from the loaded booster (``num_boosted_rounds()``), never from a file name. Early stopping keeps
+its state in the booster's ``best_iteration``/``best_score`` attributes, and a round's
+checkpoint is taken after early stopping has scored that round (train.boost orders the
+callbacks), so a restart stops at the same round, with the same best round, as a run without
+one. Roots are local paths (``ctx.checkpoint_dir.local()``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+
+import xgboost as xgb
+from xgboost.callback import EarlyStopping, TrainingCallback
+
+from trainer import checkpoints, runtime
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "model.ubj"
+
+
+def restore(root: str, group, objective, schema, num_boost_round: int) -> xgb.Booster | None:
+    """The chief's newest usable checkpoint, on every replica (None: start from scratch)."""
+
+    def compatible(booster: xgb.Booster) -> None:
+        learner = json.loads(booster.save_config())["learner"]
+        saved = learner["objective"]["name"]
+        if saved != objective.name:
+            raise ValueError(f"it was trained for {saved}, this run is {objective.name}")
+        if booster.num_features() != len(schema.feature_names):
+            raise ValueError(
+                f"it has {booster.num_features()} features, the data {len(schema.feature_names)}"
+            )
+        num_class = int(learner["learner_model_param"].get("num_class", 0))
+        if num_class != schema.num_class and objective.kind == "multiclass":
+            raise ValueError(f"it has {num_class} classes, the data {schema.num_class}")
+
+    raw = None
+    if group.rank == 0:
+        booster = latest_booster(root, validate=compatible)
+        raw = bytes(booster.save_raw(raw_format="ubj")) if booster is not None else None
+    raw = group.broadcast(raw)
+    if raw is None:
+        return None
+    booster = xgb.Booster(model_file=bytearray(raw))
+    if booster.num_boosted_rounds() > num_boost_round:
+        logger.warning(
+            "The checkpoint has %d rounds, more than --num-boost-round=%d: keeping the first %d",
+            booster.num_boosted_rounds(),
+            num_boost_round,
+            num_boost_round,
+        )
+        booster = booster[:num_boost_round]
+    return booster
+
+
+def load_checkpoint(folder: str) -> xgb.Booster:
+    """The booster in a checkpoint folder (raises when it cannot be loaded)."""
+    booster = xgb.Booster()
+    booster.load_model(os.path.join(folder, CHECKPOINT_FILE))
+    if booster.num_boosted_rounds() < 1:
+        raise ValueError("the booster has no trees")
+    return booster
+
+
+def latest_booster(root: str, validate=None) -> xgb.Booster | None:
+    """The booster of the newest complete, loadable checkpoint under ``root``, if any."""
+
+    loaded: dict[str, xgb.Booster] = {}
+
+    def check(folder: str) -> None:
+        booster = load_checkpoint(folder)
+        if validate is not None:
+            validate(booster)
+        loaded[folder] = booster
+
+    found = checkpoints.latest_complete(root, validate=check)
+    if found is None:
+        return None
+    booster = loaded[found.path]
+    logger.info(
+        "Resuming from %s: %d rounds done",
+        runtime.to_gcs_uri(found.path),
+        booster.num_boosted_rounds(),
+    )
+    return booster
+
+
+def save_checkpoint(booster: xgb.Booster, root: str, keep: int = 2) -> None:
+    """Publish the booster as ``<root>/checkpoint-<rounds>`` (complete marker last), prune."""
+    rounds = booster.num_boosted_rounds()
+    with tempfile.TemporaryDirectory(prefix="xgb-checkpoint-") as local:
+        with open(os.path.join(local, CHECKPOINT_FILE), "wb") as handle:
+            handle.write(booster.save_raw(raw_format="ubj"))
+        os.makedirs(root, exist_ok=True)
+        checkpoints.publish(local, root, rounds, {"rounds": rounds, "xgboost": xgb.__version__})
+    checkpoints.prune(root, keep=keep)
+
+
+class Checkpointer(TrainingCallback):
+    """Checkpoint every ``every`` rounds, every ``minutes`` minutes and at the end (rank 0)."""
+
+    def __init__(self, root: str, every: int, minutes: float, enabled: bool):
+        super().__init__()
+        self.root = root
+        self.every = every
+        self.interval = checkpoints.Interval(minutes)
+        self.enabled = enabled
+        self.saved_at = -1
+
+    def save(self, booster: xgb.Booster) -> None:
+        rounds = booster.num_boosted_rounds()
+        if self.enabled and rounds != self.saved_at:
+            save_checkpoint(booster, self.root)
+            self.saved_at = rounds
+            self.interval.reset()
+
+    def after_iteration(self, model, epoch, evals_log) -> bool:
+        rounds = model.num_boosted_rounds()
+        if (self.every and rounds % self.every == 0) or self.interval.due():
+            self.save(model)
+        return False
+
+    def after_training(self, model):
+        self.save(model)
+        return model
+
+
+class ResumableEarlyStopping(EarlyStopping):
+    """XGBoost's early stopping, restarted from the state the booster carries.
+
+    ``EarlyStopping`` records ``best_iteration`` and ``best_score`` as booster attributes;
+    after a resume, the rounds since the best one continue to count instead of restarting.
+    """
+
+    def __init__(self, rounds: int, metric_name: str, data_name: str):
+        # save_best stays off: checkpoints need every round; the export truncates instead.
+        super().__init__(rounds=rounds, metric_name=metric_name, data_name=data_name)
+
+    def before_training(self, model):
+        model = super().before_training(model)
+        restored = restored_early_stopping(model)
+        if restored is not None:
+            best_iteration, best_score = restored
+            name, metric = self.data, self.metric_name
+            self.stopping_history = {name: {metric: [best_score]}}
+            self.best_scores = {name: {metric: [best_score]}}
+            self.current_rounds = model.num_boosted_rounds() - 1 - best_iteration
+            logger.info(
+                "Early stopping resumed: best %s=%.6g at round %d, %d rounds since",
+                metric,
+                best_score,
+                best_iteration + 1,
+                self.current_rounds,
+            )
+        return model
+
+
+def restored_early_stopping(booster: xgb.Booster) -> tuple[int, float] | None:
+    """(best_iteration, best_score) saved in a booster by early stopping, if any."""
+    iteration, score = booster.attr("best_iteration"), booster.attr("best_score")
+    if iteration is None or score is None:
+        return None
+    return int(iteration), float(score)
