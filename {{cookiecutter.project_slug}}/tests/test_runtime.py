@@ -216,7 +216,7 @@ def test_project_comes_from_flag_or_cloud_ml_project_id():
 
 class TestReplicaEnvironment:
     """What runtime.replica_environment writes, against the documented examples written out by
-    hand (vertex-contract.md sections 1.1, 1.4, 1.5 and 7), and read back by the readers."""
+    hand (Vertex docs: CLUSTER_SPEC, TF_CONFIG, AIP_* output dirs), and read back by the readers."""
 
     BASE = "gs://bucket/hpt-job"
     POOLS = {

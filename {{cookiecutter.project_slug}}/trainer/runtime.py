@@ -331,7 +331,7 @@ def replica_environment(
     Output dirs get a ``<trial>/`` level for an HPT trial and end with "/" like Vertex's.
     ``TF_CONFIG`` is set on multi-replica jobs only; ``MASTER_ADDR``/``MASTER_PORT``/
     ``WORLD_SIZE``/``RANK`` (node count and node rank, as observed on multi-node jobs) only when
-    more than one replica trains. See vertex-contract.md sections 1, 7 and 8.
+    more than one replica trains (Vertex docs: distributed training, code requirements).
     """
     if pool not in POOLS or not 0 <= index < len(pools.get(pool, [])):
         raise ValueError(f"{pool}-{index} is not a replica of the job")
