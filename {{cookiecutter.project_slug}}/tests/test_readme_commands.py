@@ -1,0 +1,118 @@
+"""Every command in README.md's code blocks is run by a test exactly as written, with its defaults.
+
+Commands that work offline run here, in a copy of the project. The others are run by the test
+named below (against stand-ins for Vertex, gcloud and docker where they need them), or need Google
+Cloud itself. A new README command is run here unless one of those rules places it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parent.parent
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git", "outputs", "dist", "build", "*.egg-info", "__pycache__", ".*_cache", ".venv", "venv"
+)
+# Run by another test, against a stand-in (the test file that does it, or the template's suite).
+ELSEWHERE = [
+    (r"^make install$", "the template's suite: a fresh venv runs `make install`"),
+    (r"^make test(-all)?$", "the template's suite runs `make test` and `make test-all`"),
+    (r"^make train-local\b(?!.*\bIMAGE=)", "tests/test_readme_local_run.py"),
+    (r"^python -m tools\.local_run --help$", "tests/test_readme_local_run.py"),
+    (r"\bIMAGE=|^make (base-image|test-docker)\b|^make build\b", "tests/test_docker_image.py"),
+    (r"^make (submit|submit-hpt)$", "tests/test_submit.py (the Vertex REST stand-in)"),
+    (r"^make (gcp-setup|build-push)$", "tests/test_build.py (stand-ins for gcloud and docker)"),
+]
+# Need Google Cloud itself (credentials, a bucket, BigQuery) or a model from the Hugging Face Hub.
+CLOUD_ONLY = r"^gcloud |gs://|bq://|--model-name-or-path=(?!outputs/)[\w.-]+/[\w.-]+"
+
+
+def readme_commands() -> list[str]:
+    """Each command of the README's shell blocks: continuations joined, comments dropped."""
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    commands = []
+    for block in re.findall(r"```(?:bash|sh|shell)?\n(.*?)```", text, re.S):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            command = shlex.join(shlex.split(line, comments=True))
+            if command not in commands:
+                commands.append(command)
+    return commands
+
+
+def placement(command: str) -> str:
+    """``run``, ``cloud`` or the name of the test that runs the command elsewhere."""
+    if re.search(CLOUD_ONLY, command):
+        return "cloud"
+    for pattern, where in ELSEWHERE:
+        if re.search(pattern, command):
+            return where
+    return "run"
+
+
+COMMANDS = readme_commands()
+RUN_HERE = [command for command in COMMANDS if placement(command) == "run"]
+
+
+def test_every_command_is_run_here_or_by_a_named_test():
+    assert RUN_HERE, "the README shows no command that runs offline"
+    for command in COMMANDS:
+        where = placement(command)
+        if where.startswith("tests/"):
+            test_file = PROJECT / where.split()[0]
+            assert test_file.is_file(), f"{command!r}: {where} does not exist"
+    assert any(c.startswith("make train-local") for c in COMMANDS), "no make train-local shown"
+
+
+def test_local_run_commands_are_the_ones_its_test_runs():
+    """Quick-start and section commands are the same strings, run by test_readme_local_run."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_readme_local_run import COMMANDS as LOCAL_RUN_COMMANDS
+
+    for command in COMMANDS:
+        if placement(command) == "tests/test_readme_local_run.py":
+            assert command in LOCAL_RUN_COMMANDS, f"{command!r} is run by no test"
+
+
+def run(command: str, project: Path) -> subprocess.CompletedProcess:
+    """``command`` through bash in ``project``, with this test's Python as ``python``."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PYTHON"] = sys.executable  # the Makefile's PYTHON ?= python
+    env.pop("MAKEFLAGS", None)
+    result = subprocess.run(
+        ["bash", "-c", command], cwd=project, env=env, capture_output=True, text=True, timeout=1200
+    )
+    assert result.returncode == 0, (
+        f"{command} exited {result.returncode}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    )
+    return result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", RUN_HERE)
+def test_readme_command_runs_as_written(tmp_path, command):
+    project = tmp_path / PROJECT.name
+    shutil.copytree(PROJECT, project, ignore=COPY_IGNORE)
+    if "outputs/local/latest" in command:  # it reads the model of a previous local run
+        run("make train-local", project)
+    result = run(command, project)
+    if command == "make submit DRY_RUN=1":
+        request = json.loads(result.stdout)
+        assert request["jobSpec"]["workerPoolSpecs"], "no worker pool in the request"
+    if command == "make gcp-setup DRY_RUN=1":
+        assert result.stdout.rstrip().endswith("(dry run: nothing was changed)")
+    if command.startswith("python -m trainer.task") and "--job-dir=" in command:
+        job_dir = project / command.split("--job-dir=")[1].split()[0]
+        assert (job_dir / "model").is_dir(), f"no model under {job_dir}"
