@@ -5,8 +5,9 @@ base-image`` (Debian + Python, made offline and cached by tag), then run as a Ve
 through ``tools.containers``: CLUSTER_SPEC and the AIP_* directories as ``/gcs/BUCKET/...``
 paths (a host folder is mounted there, as Cloud Storage FUSE is on Vertex), a hypertune
 metric in /tmp/hypertune/output.metrics, a ``docker kill`` once a checkpoint is complete and a
-second container that resumes from it. XGBoost also runs a chief and a worker container on a
-user-defined network with the collective tracker on the chief.
+second container that resumes from it. XGBoost also runs ``make train-local IMAGE=1
+REPLICAS=2``: the local runner's chief and worker containers on a network of the job, training
+through the collective, and its kill drill (``docker kill``, restart, the same model).
 
 Select with ``-m images``. Without a Docker engine (or root and debootstrap for the base) the
 tests skip with the reason; under CI (``CI=true``) that is a failure instead, since ``.ci/run``
@@ -312,29 +313,81 @@ def test_image_trains_reports_and_resumes_after_docker_kill(image, tmp_path):
     assert not docker("network", "ls", "--quiet", "--filter", f"name=vt-{run}").stdout
 
 
-@pytest.mark.parametrize("image", ["xgboost"], indirect=True)
-def test_xgboost_chief_and_worker_containers_train_together(image, tmp_path):
+# XGBoost's cluster: long enough that a checkpoint is complete before the job ends.
+CLUSTER_ARGS = "--num-boost-round=600 --checkpoint-rounds=10"
+
+
+@pytest.fixture
+def default_image(image, tmp_path):
+    """The project as ``make train-local IMAGE=1`` sees it: a config whose ``make build`` tag
+    (``<image repository>:latest``) is this session's image, under a name of its own (never a
+    tag of the user's), untagged afterwards. Returns (project, config file)."""
     framework, project, tag = image
-    containers = project_tools(project)
-    bucket = tmp_path / "bucket"
-    pools = {"workerpool0": ["workerpool0-0:2222"], "workerpool1": ["workerpool1-0:2222"]}
-    tf_cluster = {"chief": pools["workerpool0"], "worker": pools["workerpool1"]}
-    args = ["--train-data=synthetic", "--eval-data=synthetic", "--num-boost-round=30"]
-    logs: dict[str, list[str]] = {"workerpool0-0": [], "workerpool1-0": []}
-    with containers.job() as run:
-        network = containers.create_network(run)
-        for pool, task in (("workerpool0", "chief"), ("workerpool1", "worker")):
-            env = vertex_env(cluster_spec(pools, pool, 0), "dist")
-            env["TF_CONFIG"] = json.dumps(
-                {"cluster": tf_cluster, "task": {"type": task, "index": 0}, "environment": "cloud"}
-            )
-            replica = containers.Replica(tag, f"{pool}-0", env, args, gcs={BUCKET: str(bucket)})
-            containers.start(replica, run, network)
-        readers = [containers.stream_logs(run, name, logs[name].append) for name in logs]
-        codes = {name: containers.wait(run, name) for name in logs}
-        for reader in readers:
-            reader.join(30)
-    report = "\n".join(f"{name}: {line}" for name, lines in logs.items() for line in lines)
-    assert codes == {"workerpool0-0": 0, "workerpool1-0": 0}, report[-6000:]
-    assert any("tracker for 2 replicas" in line for line in logs["workerpool0-0"]), report
-    assert (bucket / "dist/model/model.bst").is_file(), report
+    config = yaml.safe_load((project / "vertex.yaml").read_text())
+    config["image"]["name"] = f"vertex-trainer-test-{RUN_ID}"
+    path = tmp_path / "vertex.yaml"
+    path.write_text(yaml.safe_dump(config))
+    image_ref = "{registry_host}/{project}/{repository}/{name}:latest".format(
+        project=config["project"], **config["image"]
+    )
+    docker("tag", tag, image_ref, check=True)
+    try:
+        yield project, path
+    finally:
+        docker("image", "rm", image_ref)  # the tag only: the image is the session's
+
+
+def train_local(project: Path, config: Path, *variables: str) -> str:
+    """``make train-local IMAGE=1 ...`` in the (temporary) baked project; its output."""
+    command = ["make", "train-local", f"PYTHON={sys.executable}", f"CONFIG={config}", "IMAGE=1"]
+    result = subprocess.run(
+        [*command, f"ARGS={CLUSTER_ARGS}", *variables],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def left_behind(output: str) -> list[str]:
+    """Containers and networks of the run that printed ``output`` (by its label)."""
+    (run,) = re.findall(r"on network vt-([0-9a-f]+);", output)
+    found = docker("ps", "--all", "--quiet", "--filter", f"label=vertex-trainer.run={run}")
+    nets = docker("network", "ls", "--quiet", "--filter", f"label=vertex-trainer.run={run}")
+    return found.stdout.split() + nets.stdout.split()
+
+
+def last_metric(folder: Path, metric: str) -> float:
+    lines = (folder / "hypertune/workerpool0-0/output.metrics").read_text().splitlines()
+    return float(json.loads(lines[-1])[metric])
+
+
+@pytest.mark.parametrize("image", ["xgboost"], indirect=True)
+def test_xgboost_cluster_of_containers_and_its_kill_drill(default_image):
+    """``make train-local IMAGE=1 REPLICAS=2``: chief and worker containers train together
+    through the collective; then the drill ``docker kill``s the chief once a checkpoint is
+    complete, the job restarts and ends with the uninterrupted job's model."""
+    project, config = default_image
+    metric = yaml.safe_load(config.read_text())["hpt"]["metric"]["id"]
+    jobs = project / "outputs/local"
+    whole = train_local(project, config, "REPLICAS=2")
+    folder = (jobs / "latest").resolve()
+    assert "Joined the XGBoost collective as rank 0 of 2" in whole, whole[-6000:]
+    assert re.search(r"^workerpool1-0 \| .*collective as rank 1 of 2", whole, re.M), whole
+    assert re.search(r"^workerpool0-0 \| .*tracker for 2 replicas", whole, re.M), whole
+    assert (folder / "model/model.bst").is_file(), whole[-4000:]
+    assert not (folder / "hypertune/workerpool1-0/output.metrics").exists(), "only the chief"
+    assert f"last metric the chief reported: {metric}=" in whole
+    expected = last_metric(folder, metric)
+    assert not left_behind(whole), "containers or networks left behind"
+
+    drilled = train_local(project, config, "REPLICAS=2", "KILL_AFTER=checkpoint")
+    folder = (jobs / "latest").resolve()
+    assert "kill drill: SIGKILL to workerpool0-0" in drilled, drilled[-6000:]
+    assert re.search(r"workerpool0-0 \| .*Resuming from", drilled), drilled[-6000:]
+    assert re.search(r"workerpool0-0 +attempts 2 +exit 0 +killed by the drill", drilled)
+    assert "Trained 600 rounds (model: 600)" in drilled
+    assert last_metric(folder, metric) == expected, "the resumed job ended with another model"
+    assert not left_behind(drilled), "containers or networks left behind"

@@ -7,7 +7,8 @@ as ``make build BASE_IMAGE=...`` does (plus ``TEST_DOCKER_BUILD_ARGS``, space-se
 NAME=VALUE build arguments, for machines that need e.g. ``PIP_FIND_LINKS`` or ``CONSTRAINTS``),
 then run through ``tools.containers`` with Vertex's environment: CLUSTER_SPEC, AIP_* folders
 as ``/gcs/BUCKET/...`` paths backed by a host folder, and /tmp/hypertune mounted to read the
-reported metric. The container, its network and the image are removed afterwards.
+reported metric; then ``make train-local IMAGE=<that image> REPLICAS=2`` runs the job as a
+chief and a worker container. The containers, networks and the image are removed afterwards.
 """
 
 from __future__ import annotations
@@ -134,3 +135,28 @@ def test_image_trains_as_a_vertex_replica(image, tmp_path):
     assert reports and all(math.isfinite(float(r[metric])) for r in reports), reports
     leftovers = docker("ps", "--all", "--quiet", "--filter", f"label={containers.label(run)}")
     assert not leftovers.stdout, "a container was left behind"
+
+
+def test_train_local_runs_the_replicas_as_containers_of_the_image(image, tmp_path):
+    """``make train-local IMAGE=<image> REPLICAS=2``: chief and worker containers train
+    together on a network of the job, the chief exports into the job folder, nothing stays."""
+    copy = tmp_path / "project"
+    ignore = shutil.ignore_patterns("outputs", ".git", ".venv", "__pycache__", "*.egg-info")
+    shutil.copytree(PROJECT, copy, ignore=ignore)  # its outputs/ is the test's
+    args = " ".join(framework_args())
+    command = ["make", "train-local", f"PYTHON={sys.executable}", f"IMAGE={image}", "REPLICAS=2"]
+    env = {key: value for key, value in os.environ.items() if key != "MAKEFLAGS"}
+    result = subprocess.run(
+        [*command, f"ARGS={args}"], cwd=copy, env=env, capture_output=True, text=True, timeout=1500
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert "workerpool0-0 | " in output and "workerpool1-0 | " in output, output[-6000:]
+    model = (copy / "outputs/local/latest/model").resolve()
+    assert model.is_dir() and any(model.iterdir()), "nothing exported:\n" + output[-4000:]
+    assert "last metric the chief reported" in output, output[-4000:]
+    (run,) = [line.split(" on network vt-")[1].split(";")[0] for line in output.splitlines()
+              if " on network vt-" in line]  # fmt: skip
+    for kind in (["ps", "--all"], ["network", "ls"]):
+        left = docker(*kind, "--quiet", "--filter", f"label={containers.label(run)}")
+        assert not left.stdout.strip(), f"left behind: {kind[0]} {left.stdout}"

@@ -40,7 +40,8 @@ class ContainerError(Exception):
 @dataclass
 class Replica:
     """One replica: ``hostname`` is the name the other replicas reach it by (the host part of
-    its CLUSTER_SPEC entry); ``gcs`` maps bucket names to host folders mounted at /gcs/BUCKET;
+    its CLUSTER_SPEC entry); ``gcs`` maps bucket names (or ``BUCKET/PATH``) to host folders
+    mounted at /gcs/BUCKET (or /gcs/BUCKET/PATH);
     ``hypertune_dir`` (a host folder) receives /tmp/hypertune/output.metrics."""
 
     image: str
@@ -50,6 +51,7 @@ class Replica:
     gcs: Mapping[str, str] = field(default_factory=dict)
     hypertune_dir: str = ""
     gpus: str = ""  # e.g. "all": --gpus for a replica with accelerators
+    cpus: str = ""  # e.g. "0,1": --cpuset-cpus, the CPUs of the replica's own "VM"
     user: str = ""  # default: this machine's uid:gid, so written files stay the user's
 
 
@@ -114,6 +116,8 @@ def run_command(replica: Replica, run_id: str, network: str) -> list[str]:
         command += ["--volume", f"{os.path.abspath(replica.hypertune_dir)}:{HYPERTUNE_DIR}"]
     if replica.gpus:
         command += ["--gpus", replica.gpus]
+    if replica.cpus:
+        command += ["--cpuset-cpus", replica.cpus]
     for name, value in replica.env.items():
         command += ["--env", f"{name}={value}"]
     return [*command, replica.image, *replica.args]

@@ -12,7 +12,8 @@ succeeds when workerpool0 exits 0, a failed replica is rerun from the start up t
 Like a submitted job, each run starts in a fresh job folder under ``outputs/local/``.
 
 Modules: ``job`` (the job spec), ``folders`` (job folders, ``latest``), ``launcher`` (how a
-replica starts: local processes; the interface a Docker launcher implements), ``supervisor``
+replica starts: local processes, and the launcher interface), ``images`` (``--image``: each
+replica a container of the built image, on a Docker network of the job), ``supervisor``
 (start/stop/restart, the kill drill), ``preflight`` (can this Python run the trainer?),
 ``cli`` (the command line).
 
@@ -21,4 +22,5 @@ Usage (from the project root; ``make train-local`` wraps it)::
     python -m tools.local_run --replicas=2 -- --train-data=synthetic --eval-data=synthetic
     python -m tools.local_run --resume=latest
     python -m tools.local_run --hpt-trial=3 --print-env
+    python -m tools.local_run --image --replicas=2   # containers of the image make build tagged
 """

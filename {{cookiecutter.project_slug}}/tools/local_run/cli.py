@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tools.local_run import folders, preflight
+from tools.local_run import folders, images, preflight
 from tools.local_run.job import (
     Job,
     environments,
@@ -51,8 +51,9 @@ def _kill_after(value: str) -> tuple[str, float]:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m tools.local_run",
-        description="Run the Vertex AI job of vertex.yaml as local processes, one per replica, "
-        "with Vertex's environment. Trainer arguments go after '--'.",
+        description="Run the Vertex AI job of vertex.yaml as local processes (or containers "
+        "of the image: --image), one per replica, with Vertex's environment. Trainer arguments "
+        "go after '--'.",
     )
     add = parser.add_argument
     add("--config", default=str(PROJECT_ROOT / CONFIG_FILE), help="config file (vertex.yaml)")
@@ -136,6 +137,15 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="give each replica its own share of this machine's CPUs, as its own VM would have "
         "(default: on)",
     )
+    add(
+        "--image",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="REF",
+        help="run each replica as a container of the built image (default REF: the tag "
+        "make build gives, <image_uri>:latest) on a Docker network of the job",
+    )
     add("--module", default="trainer.task", help="the module each replica runs (trainer.task)")
     add("--job-id", default=None, help="CLOUD_ML_JOB_ID (default: random)")
     add(
@@ -209,11 +219,13 @@ def build(args: argparse.Namespace):
     return job, config
 
 
-def print_env(job: Job, command: list[str]) -> None:
+def print_env(job: Job, command: list[str], envs: dict[str, dict[str, str]] | None = None) -> None:
     print("command: " + " ".join(command))
     for pool, index in job.replicas:
-        print(f"{replica_name(pool, index)}:")
-        for key, value in replica_env(job, pool, index).items():
+        name = replica_name(pool, index)
+        print(f"{name}:")
+        env = envs[name] if envs is not None else replica_env(job, pool, index)
+        for key, value in env.items():
             print(f"  {key}={value}")
 
 
@@ -229,10 +241,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in getattr(error, "problems", None) or [str(error)]:
             print(f"ERROR: {line}", file=sys.stderr)
         return 2
+    image = None
+    if args.image is not None:
+        image = args.image or images.default_image(config)
     if args.print_env:
-        print_env(job, ProcessLauncher(args.module, PROJECT_ROOT).command(job.args))
+        if image is None:
+            print_env(job, ProcessLauncher(args.module, PROJECT_ROOT).command(job.args))
+        else:
+            envs = images.container_environments(job, config.base_output_dir, config.job.env)
+            print_env(job, ["docker", "run", image, *job.args], envs)
         return 0
-    if args.module == "trainer.task":
+    if image is not None:
+        problem = images.check_image(image)
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
+    elif args.module == "trainer.task":
         problem = preflight.check(PROJECT_ROOT)
         if problem:
             print(problem, file=sys.stderr)
@@ -244,14 +268,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             job = dataclasses.replace(job, output_dir=str(folder))
         folders.point_latest(root, job.output_dir)
     os.makedirs(job.output_dir, exist_ok=True)
-    launcher = ProcessLauncher(args.module, PROJECT_ROOT, tmp_prefix=f"local_run-{job.job_id}-")
+    if image is not None:
+        launcher = images.ContainerLauncher(image, job, config.base_output_dir)
+    else:
+        launcher = ProcessLauncher(args.module, PROJECT_ROOT, tmp_prefix=f"local_run-{job.job_id}-")
     try:
         return run(job, config, args, launcher)
     finally:
         launcher.close()
 
 
-def run(job: Job, config, args: argparse.Namespace, launcher: ProcessLauncher) -> int:
+def run(job: Job, config, args: argparse.Namespace, launcher) -> int:
     """Supervise the job's replicas to the end; print where its outputs are."""
     counts = ", ".join(f"{pool} x{len(hosts)}" for pool, hosts in job.pools.items())
     trial = f", HPT trial {job.trial}" if job.trial else ""
@@ -267,7 +294,16 @@ def run(job: Job, config, args: argparse.Namespace, launcher: ProcessLauncher) -
     if args.kill_after is not None:
         kill[args.kill_after[0]] = args.kill_after[1]
 
-    envs = environments(job, config.job.env)
+    containers = isinstance(launcher, images.ContainerLauncher)
+    if containers:
+        envs = images.container_environments(job, config.base_output_dir, config.job.env)
+        print(
+            f"local_run | containers of {launcher.image} on network vt-{launcher.run_id}; "
+            f"the job folder is {launcher.container_dir}/ in them",
+            flush=True,
+        )
+    else:
+        envs = environments(job, config.job.env)
     cpus = cpu_slices(len(job.replicas)) if args.split_cpus else [None] * len(job.replicas)
     replicas = [
         Replica(pool, index, list(job.args), envs[replica_name(pool, index)], cpus=slice_)
@@ -276,6 +312,10 @@ def run(job: Job, config, args: argparse.Namespace, launcher: ProcessLauncher) -
     if any(cpus):
         shares = (f"{r.name} {','.join(map(str, sorted(r.cpus)))}" for r in replicas)
         print(f"local_run | CPUs of each replica: {'; '.join(shares)}", flush=True)
+
+    def renew() -> dict[str, dict[str, str]]:
+        return environments(job.with_new_ports(), config.job.env)
+
     supervisor = Supervisor(
         replicas,
         launcher,
@@ -287,7 +327,8 @@ def run(job: Job, config, args: argparse.Namespace, launcher: ProcessLauncher) -
         kill_at_checkpoint=kill["checkpoints"],
         kill_replica=args.kill_replica,
         checkpoint_dir=job.checkpoint_dir,
-        renew_env=lambda: environments(job.with_new_ports(), config.job.env),
+        # Restarted containers are new hosts: their ports are free again.
+        renew_env=None if containers else renew,
     )
     status = supervisor.run()
     chief_env = replica_env(job, *job.replicas[0])

@@ -2,8 +2,8 @@
 
 The supervisor only needs a handle per replica attempt; where the replica runs is the
 launcher's business. ``ProcessLauncher`` runs ``python -m trainer.task ARGS`` on this machine;
-a launcher that runs each replica as ``docker run`` of the built image implements the same
-two methods (``start``, ``close``) and the same handle.
+``tools.local_run.images.ContainerLauncher`` runs each replica as ``docker run`` of the built
+image, with the same two methods (``start``, ``close``) and the same handle.
 """
 
 from __future__ import annotations
