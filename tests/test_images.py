@@ -119,10 +119,11 @@ def engine() -> None:
 
 @pytest.fixture(scope="session")
 def base_image(engine, tmp_path_factory) -> str:
-    """The baked project's stand-in base (made once per machine, then reused by its tag)."""
+    """``make base-image`` of a baked project: the stand-in base, made once per machine and then
+    reused by its tag."""
     project = bake(tmp_path_factory.mktemp("base"), framework="xgboost", **CPU)
     made = subprocess.run(
-        [sys.executable, "-m", "tools.base_image"],
+        ["make", "--no-print-directory", "base-image", f"PYTHON={sys.executable}"],
         cwd=project,
         capture_output=True,
         text=True,

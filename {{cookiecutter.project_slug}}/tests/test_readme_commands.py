@@ -28,9 +28,10 @@ ELSEWHERE = [
     (r"^make test(-all)?$", "the template's suite runs `make test` and `make test-all`"),
     (r"^make train-local\b(?!.*\bIMAGE=)", "tests/test_readme_local_run.py"),
     (r"^python -m tools\.local_run --help$", "tests/test_readme_local_run.py"),
-    (r"\bIMAGE=|^make (base-image|test-docker)\b|^make build\b", "tests/test_docker_image.py"),
-    (r"^make (submit|submit-hpt)$", "tests/test_submit.py (the Vertex REST stand-in)"),
     (r"^make (gcp-setup|build-push)$", "tests/test_build.py (stand-ins for gcloud and docker)"),
+    (r"\bIMAGE=|^make test-docker\b", "tests/test_docker_image.py and the template's test_images.py"),
+    (r"^make (base-image|build)\b", "the template's tests/test_images.py (a Docker engine)"),
+    (r"^make (submit|submit-hpt)$", "tests/test_submit.py (the Vertex REST stand-in)"),
 ]
 # Need Google Cloud itself (credentials, a bucket, BigQuery) or a model from the Hugging Face Hub.
 CLOUD_ONLY = r"^gcloud |gs://|bq://|--model-name-or-path=(?!outputs/)[\w.-]+/[\w.-]+"
