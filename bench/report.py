@@ -127,8 +127,6 @@ def plot(results: dict, path: Path) -> None:
     highest = 1.0
     for i, v in enumerate(variants):
         bars = [("overhead", "", v["overhead_ratio"])]
-        for label, entry in v.get("overheads", {}).items():
-            lines.append(f"| {name} | trainer ÷ bare loop: {label} | {ratio_cell(entry)} |")
         for label, entry in v.get("speedups", {}).items():
             tokens = label.split(" to ")[-1] if " to " in label else ""
             bars.append(("sample", tokens, entry["ratio"]))

@@ -608,7 +608,7 @@ def main() -> int:
     for item in args.python:
         framework, _, path = item.partition("=")
         if framework not in FRAMEWORKS or not path:
-            parser.error(f"--python: {item!r} is not FRAMEWORK=PATH (e.g. pytorch=/opt/venv/bin/python)")
+            parser.error(f"--python: {item!r} is not FRAMEWORK=PATH, e.g. keras=venv/bin/python")
         interpreters[framework] = Path(path)
 
     started = time.time()
