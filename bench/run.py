@@ -92,6 +92,10 @@ def keras_setup(data: Path, quick: bool) -> Setup:
     def script(name: str):
         return lambda _job_dir: [str(BENCH / name), *shared]
 
+    def with_eval(argv):
+        """The bare loop with the trainer's default evaluation: the eval set after each epoch."""
+        return lambda job_dir: [*argv(job_dir), f"--eval-data={data / 'eval'}"]
+
     return Setup(
         framework="keras",
         train_size=size,
@@ -102,7 +106,7 @@ def keras_setup(data: Path, quick: bool) -> Setup:
         checkpoints_in_window=2,
         cases=[
             Case("trainer", trainer, "keras"),
-            Case("bare", script("bare_keras.py"), "keras"),
+            Case("bare", with_eval(script("bare_keras.py")), "keras"),
             Case("sample", script("sample_keras.py"), "keras"),
             # The Keras trainer has no flag that turns its per-epoch checkpoint off.
             Case(
@@ -144,6 +148,11 @@ def pytorch_setup(data: Path, quick: bool) -> Setup:
             *flags(model=model, max_seq_length=length),
         ]
 
+    def bare(model: Path = model):
+        """The bare loop with the trainer's default evaluation: the eval set after each epoch."""
+        argv = script("bare_pytorch.py", model)
+        return lambda job_dir: [*argv(job_dir), f"--eval-data={data / 'eval.csv'}"]
+
     def whole_reviews(argv):
         """The same command with reviews kept whole: BERT's 512 positions."""
         return lambda job_dir: [*argv(job_dir), "--max-seq-length=512"]
@@ -154,11 +163,12 @@ def pytorch_setup(data: Path, quick: bool) -> Setup:
 
     cases = [
         Case("trainer", trainer, "torch"),
-        Case("bare", script("bare_pytorch.py"), "torch"),
+        Case("bare", bare(), "torch"),
         Case("sample", script("sample_pytorch.py"), "torch"),
         Case("trainer_no_checkpoint", no_checkpoint, "torch"),
+        Case("bare_without_eval", script("bare_pytorch.py"), "torch"),
         Case("trainer_small_bert", small_bert(trainer), "torch"),
-        Case("bare_small_bert", script("bare_pytorch.py", data / "small-bert"), "torch"),
+        Case("bare_small_bert", bare(data / "small-bert"), "torch"),
     ]
     pairs = [("trainer", "sample", f"walkthrough padding to {length} tokens")]
     if not quick:
@@ -179,7 +189,8 @@ def pytorch_setup(data: Path, quick: bool) -> Setup:
         notes={"batch_size": batch, "max_seq_length": length, "epochs": epochs},
         sample_pairs=pairs,
         overhead_pairs=[
-            ("trainer_small_bert", "bare_small_bert", "BERT with 4 layers, hidden 256")
+            ("trainer_small_bert", "bare_small_bert", "BERT with 4 layers, hidden 256"),
+            ("trainer", "bare_without_eval", "bare loop without its per-epoch evaluation"),
         ],
     )
 
@@ -199,8 +210,12 @@ def xgboost_setup(data: Path, quick: bool) -> Setup:
     def no_checkpoint(job_dir: str) -> list[str]:
         return [*trainer(job_dir), "--checkpoint-rounds=0", "--checkpoint-minutes=0"]
 
-    def bare(_job_dir: str) -> list[str]:
+    def bare_without_eval(_job_dir: str) -> list[str]:
         return [str(BENCH / "bare_xgboost.py"), *shared]
+
+    def bare(job_dir: str) -> list[str]:
+        """With the AUC of the eval set every 10 rounds, as the trainer reports it."""
+        return [*bare_without_eval(job_dir), f"--eval-data={data / 'eval.csv'}"]
 
     return Setup(
         framework="xgboost",
@@ -214,8 +229,12 @@ def xgboost_setup(data: Path, quick: bool) -> Setup:
             Case("trainer", trainer, "xgboost"),
             Case("bare", bare, "xgboost"),
             Case("trainer_no_checkpoint", no_checkpoint, "xgboost"),
+            Case("bare_without_eval", bare_without_eval, "xgboost"),
         ],
         notes={"max_depth": 6, "eta": 0.1, "rounds": rounds},
+        overhead_pairs=[
+            ("trainer", "bare_without_eval", "bare loop without its eval metric every 10 rounds")
+        ],
     )
 
 
