@@ -38,11 +38,10 @@ def main() -> None:
         encoded = tokenizer(
             [row["text"] for row in rows], truncation=True, max_length=args.max_seq_length
         )
+        # Every tokenizer output (BERT's token_type_ids too), as the trainer feeds the model.
         examples = [
-            {"input_ids": ids, "attention_mask": mask, "labels": int(row["label"])}
-            for ids, mask, row in zip(
-                encoded["input_ids"], encoded["attention_mask"], rows, strict=True
-            )
+            {**{key: values[index] for key, values in encoded.items()}, "labels": int(row["label"])}
+            for index, row in enumerate(rows)
         ]
         return torch.utils.data.DataLoader(
             examples,
