@@ -1,8 +1,9 @@
 """The bare Keras baseline: ``image_dataset_from_directory`` + ``model.fit``, nothing else.
 
 Same image folder, same model (built by the generated project's own ``trainer.model.build``,
-so the architecture cannot drift), same batch size; no callbacks, no evaluation, no
-checkpoints, no distribution strategy.
+so the architecture cannot drift), same batch size; no callbacks, no checkpoints, no
+distribution strategy. With ``--eval-data``, Keras's own validation after each epoch (the
+trainer's default evaluates every eval image once per epoch too).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from trainer import model as trainer_model
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--train-data", required=True)
+    parser.add_argument("--eval-data", default=None, help="validation after each epoch")
     parser.add_argument("--model", required=True)
     parser.add_argument("--image-size", type=int, required=True)
     parser.add_argument("--epochs", type=int, required=True)
@@ -40,7 +42,15 @@ def main() -> None:
         fine_tune=False,
         learning_rate=args.learning_rate,
     )
-    model.fit(train, epochs=args.epochs, verbose=0)
+    validation = None
+    if args.eval_data:
+        validation = keras.utils.image_dataset_from_directory(
+            args.eval_data,
+            image_size=(args.image_size, args.image_size),
+            batch_size=args.batch_size,
+            shuffle=False,
+        ).prefetch(tf.data.AUTOTUNE)
+    model.fit(train, epochs=args.epochs, validation_data=validation, verbose=0)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The bare XGBoost baseline: pandas, ``DMatrix`` and ``xgb.train``, nothing else.
 
-Same CSV and the same booster parameters as the generated trainer; no evaluation set, no
-callbacks, no checkpoints, no metric reporting.
+Same CSV and the same booster parameters as the generated trainer; no checkpoints, no metric
+reporting. With ``--eval-data``, the eval set's AUC every ``--eval-rounds`` rounds, as the
+trainer's default computes it for its reports; without it, no evaluation at all.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import xgboost as xgb
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--train-data", required=True)
+    parser.add_argument("--eval-data", default=None, help="AUC on it every --eval-rounds")
+    parser.add_argument("--eval-rounds", type=int, default=10)
     parser.add_argument("--num-boost-round", type=int, required=True)
     parser.add_argument("--max-depth", type=int, required=True)
     parser.add_argument("--eta", type=float, required=True)
@@ -36,7 +39,26 @@ def main() -> None:
         params["nthread"] = args.nthread
     if args.device != "cpu":
         params["device"] = args.device
-    xgb.train(params, train, num_boost_round=args.num_boost_round)
+    callbacks = []
+    if args.eval_data:
+        frame = pd.read_csv(args.eval_data)
+        evaluation = xgb.DMatrix(frame.drop(columns=["label"]), label=frame["label"])
+        callbacks.append(EvalEvery(evaluation, args.eval_rounds))
+        params["eval_metric"] = "auc"
+    xgb.train(params, train, num_boost_round=args.num_boost_round, callbacks=callbacks)
+
+
+class EvalEvery(xgb.callback.TrainingCallback):
+    """The eval set's metric every ``rounds`` rounds, with XGBoost's own ``eval_set``."""
+
+    def __init__(self, data: xgb.DMatrix, rounds: int):
+        super().__init__()
+        self.data, self.rounds = data, rounds
+
+    def after_iteration(self, model, epoch, evals_log) -> bool:
+        if (epoch + 1) % self.rounds == 0:
+            print(model.eval_set([(self.data, "eval")], iteration=epoch))
+        return False
 
 
 if __name__ == "__main__":

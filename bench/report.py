@@ -84,6 +84,8 @@ def speedup_table(results: dict) -> list[str]:
             f"| {name} | trainer with checkpoints off ÷ bare loop "
             f"| {ratio_cell(v['overhead_no_checkpoint'])} |"
         )
+        for label, entry in v.get("overheads", {}).items():
+            lines.append(f"| {name} | trainer ÷ bare loop: {label} | {ratio_cell(entry)} |")
         for label, entry in v.get("speedups", {}).items():
             lines.append(f"| {name} | trainer ÷ sample pattern: {label} | {ratio_cell(entry)} |")
     return lines

@@ -35,6 +35,7 @@ TEMPLATE = BENCH.parent
 WORK = BENCH / ".work"
 CONSTRAINTS = TEMPLATE / "tests" / "constraints.txt"
 FRAMEWORKS = ("keras", "pytorch", "xgboost")
+DATA_VERSION = 2  # datagen.VERSION of the data this harness expects
 RUN_TIMEOUT = 900  # seconds for one measured process
 
 
@@ -63,6 +64,8 @@ class Setup:
     notes: dict = field(default_factory=dict)
     # (trainer case, sample case, label) pairs for speed-up ratios; the first is the headline.
     sample_pairs: list[tuple[str, str, str]] = field(default_factory=list)
+    # (trainer case, bare case, label): further overhead ratios, e.g. on a larger model.
+    overhead_pairs: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def flags(**values) -> list[str]:
@@ -89,6 +92,10 @@ def keras_setup(data: Path, quick: bool) -> Setup:
     def script(name: str):
         return lambda _job_dir: [str(BENCH / name), *shared]
 
+    def with_eval(argv):
+        """The bare loop with the trainer's default evaluation: the eval set after each epoch."""
+        return lambda job_dir: [*argv(job_dir), f"--eval-data={data / 'eval'}"]
+
     return Setup(
         framework="keras",
         train_size=size,
@@ -99,7 +106,7 @@ def keras_setup(data: Path, quick: bool) -> Setup:
         checkpoints_in_window=2,
         cases=[
             Case("trainer", trainer, "keras"),
-            Case("bare", script("bare_keras.py"), "keras"),
+            Case("bare", with_eval(script("bare_keras.py")), "keras"),
             Case("sample", script("sample_keras.py"), "keras"),
             # The Keras trainer has no flag that turns its per-epoch checkpoint off.
             Case(
@@ -134,22 +141,34 @@ def pytorch_setup(data: Path, quick: bool) -> Setup:
     def no_checkpoint(job_dir: str) -> list[str]:
         return [*trainer(job_dir), "--save-steps=1000000000", "--checkpoint-minutes=0"]
 
-    def script(name: str):
+    def script(name: str, model: Path = model):
         return lambda _job_dir: [
             str(BENCH / name),
             *shared,
             *flags(model=model, max_seq_length=length),
         ]
 
+    def bare(model: Path = model):
+        """The bare loop with the trainer's default evaluation: the eval set after each epoch."""
+        argv = script("bare_pytorch.py", model)
+        return lambda job_dir: [*argv(job_dir), f"--eval-data={data / 'eval.csv'}"]
+
     def whole_reviews(argv):
         """The same command with reviews kept whole: BERT's 512 positions."""
         return lambda job_dir: [*argv(job_dir), "--max-seq-length=512"]
 
+    def small_bert(argv):
+        """The same trainer command on the 4-layer, hidden-256 BERT (steps of hundreds of ms)."""
+        return lambda job_dir: [*argv(job_dir), f"--model-name-or-path={data / 'small-bert'}"]
+
     cases = [
         Case("trainer", trainer, "torch"),
-        Case("bare", script("bare_pytorch.py"), "torch"),
+        Case("bare", bare(), "torch"),
         Case("sample", script("sample_pytorch.py"), "torch"),
         Case("trainer_no_checkpoint", no_checkpoint, "torch"),
+        Case("bare_without_eval", script("bare_pytorch.py"), "torch"),
+        Case("trainer_small_bert", small_bert(trainer), "torch"),
+        Case("bare_small_bert", bare(data / "small-bert"), "torch"),
     ]
     pairs = [("trainer", "sample", f"walkthrough padding to {length} tokens")]
     if not quick:
@@ -169,14 +188,19 @@ def pytorch_setup(data: Path, quick: bool) -> Setup:
         cases=cases,
         notes={"batch_size": batch, "max_seq_length": length, "epochs": epochs},
         sample_pairs=pairs,
+        overhead_pairs=[
+            ("trainer_small_bert", "bare_small_bert", "BERT with 4 layers, hidden 256"),
+            ("trainer", "bare_without_eval", "bare loop without its per-epoch evaluation"),
+        ],
     )
 
 
 def xgboost_setup(data: Path, quick: bool) -> Setup:
     size = 10_000 if quick else 50_000
     # Timed over whole periods of the trainer's 50-round checkpoints: rounds 20..70 of 80
-    # (quick) or 50..150 of 160.
-    rounds, window = (80, (20, 70)) if quick else (160, (50, 150))
+    # (quick) or 50..350 of 360 (300 rounds, about 2 CPU-seconds: 100 rounds were too short
+    # a window to resolve 5% on a loaded machine).
+    rounds, window = (80, (20, 70)) if quick else (360, (50, 350))
     shared = flags(train_data=data / "train.csv", max_depth=6, eta=0.1, num_boost_round=rounds)
     shared.append("--nthread=1")  # one compute thread per process: see measure_once
 
@@ -187,8 +211,12 @@ def xgboost_setup(data: Path, quick: bool) -> Setup:
     def no_checkpoint(job_dir: str) -> list[str]:
         return [*trainer(job_dir), "--checkpoint-rounds=0", "--checkpoint-minutes=0"]
 
-    def bare(_job_dir: str) -> list[str]:
+    def bare_without_eval(_job_dir: str) -> list[str]:
         return [str(BENCH / "bare_xgboost.py"), *shared]
+
+    def bare(job_dir: str) -> list[str]:
+        """With the AUC of the eval set every 10 rounds, as the trainer reports it."""
+        return [*bare_without_eval(job_dir), f"--eval-data={data / 'eval.csv'}"]
 
     return Setup(
         framework="xgboost",
@@ -202,8 +230,12 @@ def xgboost_setup(data: Path, quick: bool) -> Setup:
             Case("trainer", trainer, "xgboost"),
             Case("bare", bare, "xgboost"),
             Case("trainer_no_checkpoint", no_checkpoint, "xgboost"),
+            Case("bare_without_eval", bare_without_eval, "xgboost"),
         ],
         notes={"max_depth": 6, "eta": 0.1, "rounds": rounds},
+        overhead_pairs=[
+            ("trainer", "bare_without_eval", "bare loop without its eval metric every 10 rounds")
+        ],
     )
 
 
@@ -288,7 +320,11 @@ def ensure_venv(framework: str, project: Path) -> Path:
 def ensure_data(framework: str, python: Path, setup: Setup, mode: str) -> dict:
     folder = WORK / f"data-{framework}-{mode}"
     info_file = folder / "data.json"
-    wanted = {"train_examples": setup.train_size, "eval_examples": setup.eval_size}
+    wanted = {
+        "train_examples": setup.train_size,
+        "eval_examples": setup.eval_size,
+        "version": DATA_VERSION,
+    }
     info = json.loads(info_file.read_text()) if info_file.exists() else {}
     if any(info.get(key) != value for key, value in wanted.items()):
         log(f"{framework}: generating data in {folder}")
@@ -330,6 +366,9 @@ def measure_once(case: Case, setup: Setup, python: Path, project: Path) -> dict:
             TF_NUM_INTRAOP_THREADS="1",
             TF_NUM_INTEROP_THREADS="1",
         )
+        # bare_keras.py imports the project's trainer package: importable from the project
+        # even with an interpreter (--python) that does not have the project installed.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project), env.get("PYTHONPATH")]))
         argv = [str(python), str(BENCH / "probe.py"), case.hook, str(out)]
         if case.disable:
             argv += ["--disable", case.disable]
@@ -412,8 +451,11 @@ def summarize(setup: Setup, runs: dict) -> dict:
         "startup_cpu_s": {name: cases[name]["first_step_cpu_s"] for name in ("trainer", "bare")},
         "speedup_vs_sample": None,
         "speedups": {},
+        "overheads": {},
         "cases": cases,
     }
+    for trainer, bare, label in setup.overhead_pairs:
+        result["overheads"][label] = compare(trainer, bare)
     for trainer, sample, label in setup.sample_pairs:
         result["speedups"][label] = compare(trainer, sample)
     if setup.sample_pairs:
@@ -446,7 +488,9 @@ def time_test_suite(project: Path, python: Path) -> tuple[float, str]:
     return round(time.time() - started, 1), summary
 
 
-def bench_framework(framework: str, quick: bool, repeats: int, tests: bool) -> dict:
+def bench_framework(
+    framework: str, quick: bool, repeats: int, tests: bool, python: Path | None = None
+) -> dict:
     mode = "quick" if quick else "full"
     bake_times = []
     for index in range(max(1, repeats)):
@@ -454,7 +498,7 @@ def bench_framework(framework: str, quick: bool, repeats: int, tests: bool) -> d
         bake_times.append(seconds)
     shutil.rmtree(WORK / "bakes", ignore_errors=True)
     project, _ = bake(framework, WORK / framework)
-    python = ensure_venv(framework, project)
+    python = python or ensure_venv(framework, project)
     setup = SETUPS[framework](WORK / f"data-{framework}-{mode}", quick)
     data_info = ensure_data(framework, python, setup, mode)
     result = {
@@ -551,6 +595,14 @@ def main() -> int:
         "(default: bench/results.json, or bench/.work/quick/results.json with --quick)",
     )
     parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="FRAMEWORK=PATH",
+        help="an interpreter that already has the project's requirements, instead of building "
+        "bench/.work/venv-<framework>, e.g. pytorch=/opt/venv/bin/python (repeatable)",
+    )
+    parser.add_argument(
         "--gpu",
         action="store_true",
         help="run the GPU benchmarks instead (gpu.py: BERT-base in bf16, XGBoost on CUDA; "
@@ -564,6 +616,7 @@ def main() -> int:
 
         passed += ["--frameworks", args.frameworks] + (["--quick"] if args.quick else [])
         passed += ["--repeats", str(args.repeats)] if args.repeats else []
+        passed += [item for pair in args.python for item in ("--python", pair)]
         return gpu.main(passed + (["--output", args.output] if args.output else []))
     repeats = args.repeats or (1 if args.quick else 3)
     default_folder = WORK / "quick" if args.quick else BENCH
@@ -571,6 +624,12 @@ def main() -> int:
     output.parent.mkdir(parents=True, exist_ok=True)
     tests = args.tests == "yes" or (args.tests == "auto" and not args.quick)
     WORK.mkdir(exist_ok=True)
+    interpreters = {}
+    for item in args.python:
+        framework, _, path = item.partition("=")
+        if framework not in FRAMEWORKS or not path:
+            parser.error(f"--python: {item!r} is not FRAMEWORK=PATH, e.g. keras=venv/bin/python")
+        interpreters[framework] = Path(path)
 
     started = time.time()
     results = {
@@ -582,7 +641,9 @@ def main() -> int:
     }
     for framework in args.frameworks.split(","):
         log(f"{framework}: start")
-        results["variants"][framework] = bench_framework(framework, args.quick, repeats, tests)
+        results["variants"][framework] = bench_framework(
+            framework, args.quick, repeats, tests, interpreters.get(framework)
+        )
         variant = results["variants"][framework]
         log(
             f"{framework}: overhead ratio {variant['overhead_ratio']}, speed-up vs sample "

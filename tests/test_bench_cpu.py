@@ -1,0 +1,50 @@
+"""bench/run.py's CPU harness: its options and the ratios it derives from measured runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import TEMPLATE
+
+sys.path.insert(0, str(TEMPLATE / "bench"))
+import report  # noqa: E402 - bench/ is no package
+import run as bench  # noqa: E402
+
+
+def test_python_option_needs_framework_equals_path():
+    result = subprocess.run(
+        [sys.executable, str(TEMPLATE / "bench" / "run.py"), "--python", "torch"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--python: 'torch' is not FRAMEWORK=PATH" in result.stderr
+
+
+def test_extra_overhead_pairs_are_ratios_of_median_cpu_throughputs(tmp_path):
+    setup = bench.pytorch_setup(tmp_path, quick=True)
+    work = setup.work
+
+    def measured(cpu_seconds: float) -> dict:
+        return {
+            "window_s": 2 * cpu_seconds,
+            "window_cpu_s": cpu_seconds,
+            "first_step_s": 1.0,
+            "first_step_cpu_s": 1.0,
+            "process_s": 3.0,
+        }
+
+    # Throughput = work / CPU seconds: trainer_small_bert at 1/1.25 of bare_small_bert's.
+    seconds = {case.name: [1.0, 1.0, 1.0] for case in setup.cases}
+    seconds["trainer_small_bert"] = [12.5, 12.5, 50.0]
+    seconds["bare_small_bert"] = [10.0, 10.0, 10.0]
+    runs = {name: [measured(s) for s in values] for name, values in seconds.items()}
+    result = bench.summarize(setup, runs)
+    small = result["overheads"]["BERT with 4 layers, hidden 256"]
+    assert small["ratio"] == 0.8  # medians: (work / 12.5) / (work / 10)
+    assert small["range"] == [0.2, 0.8]
+    assert result["cases"]["bare_small_bert"]["throughput"] == round(work / 10.0, 3)
+    rows = report.speedup_table({"variants": {"pytorch": result}})
+    assert any("trainer ÷ bare loop: BERT with 4 layers, hidden 256 | **0.80×**" in r for r in rows)
