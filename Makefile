@@ -37,7 +37,7 @@ demo: venv ## bake a $(FRAMEWORK) project into $(DEMO_DIR) (replaced each time) 
 	@echo "  make submit DRY_RUN=1                # the Vertex request it would send"
 
 test: venv ## the whole suite: bake every variant, lint it, run its own tests in a fresh venv
-	$(BIN)/python -m pytest -n auto tests
+	$(BIN)/python -m pytest -n auto --durations=12 tests
 
 test-fast: venv ## everything but the fresh-venv runs and the Docker image tests
 	$(BIN)/python -m pytest -n auto -m "not generated and not images" tests
