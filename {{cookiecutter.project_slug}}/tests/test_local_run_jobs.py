@@ -126,7 +126,7 @@ def test_kill_drill_on_a_replica_the_job_lacks_fails_before_anything_runs(tmp_pa
 
 
 def test_kill_drill_due_after_the_job_ended_fails(tmp_path, fake, capsys):
-    status, out, _ = run_fake(capsys, tmp_path / "jobs", fake, "--kill-after=60")
+    status, out, _ = run_fake(capsys, tmp_path / "jobs", fake, "--kill-after=3600")
     assert status == supervisor.DRILL_NOT_FIRED
     missed = r"^ERROR: kill drill did not fire: the job ended after [\d.]+s, before the kill"
     assert re.search(missed, out, re.M), out

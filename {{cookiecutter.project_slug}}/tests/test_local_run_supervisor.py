@@ -100,7 +100,7 @@ def test_restarts_are_bounded_then_the_job_fails_with_a_summary(tmp_path, fake):
     assert "workerpool1-0 failed 3 times (limit: 2 restarts); last exit code 3" in out
     assert "last lines of workerpool1-0:" in out and "fails on purpose" in out
     assert replicas["workerpool0-0"].exit_code == -signal.SIGTERM
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 600, "waited for the chief's 3600 s sleep"
 
 
 def test_bad_input_exit_code_2_is_not_retried(tmp_path, fake):
@@ -180,15 +180,18 @@ def test_restart_job_on_worker_restart_restarts_every_replica_on_fresh_ports(tmp
     assert spec("workerpool1-0", 2)["task"] == spec("workerpool1-0", 1)["task"]
 
 
+@pytest.mark.slow  # make test-all: a timeout drill that sleeps through its timeout and grace
 def test_timeout_sends_sigterm_then_sigkill_after_the_grace_period(tmp_path, fake):
+    # The timeout leaves each replica's Python time to start and ignore SIGTERM even on a
+    # loaded machine; a shorter one can send SIGTERM before that and the replica dies of it.
     args = ["--ignore-sigterm", "--chief-seconds=3600", "--grandchild"]
     started = time.monotonic()
-    status, out, _, replicas = supervise(tmp_path, fake, [1, 1], args, timeout=1.0, grace=1.0)
+    status, out, _, replicas = supervise(tmp_path, fake, [1, 1], args, timeout=5.0, grace=1.0)
     elapsed = time.monotonic() - started
     assert status == 124 and "job TIMED OUT" in out
     assert "still running after 1s: SIGKILL" in out
     assert all(r.exit_code == -signal.SIGKILL for r in replicas.values())
-    assert 2.0 <= elapsed < 15
+    assert 6.0 <= elapsed < 600, "timeout + grace, far less than the chief's 3600 s sleep"
     for pid_file in fake.glob("*.grandchild"):
         assert not alive(int(pid_file.read_text())), "a replica's child outlived it"
 
@@ -267,7 +270,7 @@ def runner(tmp_path, state, job_id, *extra):
 
 
 def wait_for_replicas(process, state, count=2):
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and len(list(state.glob("*.starts"))) < count:
         assert process.poll() is None, process.stdout.read()
         time.sleep(0.05)
@@ -296,7 +299,7 @@ def test_replicas_die_with_a_killed_runner(tmp_path, fake):
         wait_for_replicas(process, fake)
         process.kill()  # SIGKILL: the runner cannot clean up
         process.communicate(timeout=30)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while job_processes(job_id) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert job_processes(job_id) == []

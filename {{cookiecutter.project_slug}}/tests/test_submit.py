@@ -170,6 +170,7 @@ def test_make_submit_posts_the_dry_run_request_and_polls_until_success(dry_runs,
     assert "JOB_STATE_SUCCEEDED" in run.stdout
 
 
+@pytest.mark.slow  # make test-all: the fast tier runs make submit's same path
 def test_make_submit_hpt_posts_the_study_and_polls_until_success(dry_runs, tmp_path):
     project = dry_runs["project"]
     with FakeGoogleCloud(polls_before_end=1) as server:
@@ -186,7 +187,7 @@ def test_make_submit_hpt_posts_the_study_and_polls_until_success(dry_runs, tmp_p
     assert "JOB_STATE_SUCCEEDED" in run.stdout
 
 
-@pytest.mark.parametrize("target", ["submit", "submit-hpt"])
+@pytest.mark.parametrize("target", ["submit", pytest.param("submit-hpt", marks=pytest.mark.slow)])
 def test_a_failed_job_is_one_clear_error_and_a_nonzero_exit(dry_runs, tmp_path, target):
     message = "The replica workerpool0-0 exited with a non-zero status of 1."
     with FakeGoogleCloud(end_state="JOB_STATE_FAILED", error_message=message) as server:
@@ -196,6 +197,7 @@ def test_a_failed_job_is_one_clear_error_and_a_nonzero_exit(dry_runs, tmp_path, 
     assert "JOB_STATE_FAILED" in line and message in line
 
 
+@pytest.mark.slow  # make test-all: the fast tier runs make submit's same path
 def test_no_sync_returns_once_the_study_exists(dry_runs, tmp_path):
     with FakeGoogleCloud(polls_before_end=1000) as server:
         run = make(dry_runs["project"], fake_env(tmp_path, server), "submit-hpt", "SYNC=0")

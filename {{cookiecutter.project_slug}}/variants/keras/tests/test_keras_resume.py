@@ -45,6 +45,7 @@ def test_resumes_after_kill(tmp_path, metrics_file, caplog):
     assert (job / "model" / "saved_model.pb").is_file()
 
 
+@pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
 def test_partial_checkpoint_is_skipped(tmp_path, metrics_file, caplog):
     job = tmp_path / "job"
     root = job / "checkpoints"
@@ -69,6 +70,7 @@ def test_partial_checkpoint_is_skipped(tmp_path, metrics_file, caplog):
     assert latest.metadata()["epochs_done"] == 3 and latest.step == 12
 
 
+@pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
 def test_resumes_inside_an_epoch(tmp_path, metrics_file, caplog):
     """A timed checkpoint mid-epoch: the rerun trains only that epoch's remaining steps."""
     job = tmp_path / "job"
@@ -99,6 +101,7 @@ def checkpoint_learning_rate(checkpoint) -> float:
     return float(tf.train.load_checkpoint(prefix).get_tensor(name))
 
 
+@pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
 def test_learning_rate_flag_wins_over_the_checkpoint(tmp_path, caplog):
     """A rerun with another --learning-rate trains at the new one, not the checkpoint's."""
     job = tmp_path / "job"

@@ -18,13 +18,13 @@ import torch
 from conftest import (
     PROJECT,
     base_args,
-    hypertune_records,
     reviews,
     start,
     trainer_env,
     wait,
     write_csv,
 )
+from helpers import read_metrics
 
 from trainer import checkpoints
 
@@ -115,7 +115,7 @@ def test_bf16_trains_in_bfloat16_learns_and_exports(tiny_bert, csv_data, tmp_pat
     assert dtypes == ["cuda:bfloat16"], f"autocast did not run the matmuls in bf16: {dtypes}"
     _check_finite_losses(job)
     # The same task the CPU test learns (tests/test_pytorch_train.py): bf16 must not break it.
-    records = hypertune_records(os.environ["CLOUD_ML_HP_METRIC_FILE"])
+    records = read_metrics(os.environ["CLOUD_ML_HP_METRIC_FILE"])
     assert len(records) == 4, records  # one evaluation per epoch
     accuracy = float(records[-1]["accuracy"])
     assert math.isfinite(accuracy) and accuracy >= 0.75, records
@@ -134,7 +134,7 @@ def test_auto_precision_is_bf16_where_native_else_fp16(tiny_bert, csv_data, tmp_
     expected = "bfloat16" if _native_bf16() else "float16"
     assert dtypes == [f"cuda:{expected}"], f"{_gpu_name()}: auto trained in {dtypes}"
     _check_finite_losses(job)
-    records = hypertune_records(os.environ["CLOUD_ML_HP_METRIC_FILE"])
+    records = read_metrics(os.environ["CLOUD_ML_HP_METRIC_FILE"])
     assert records and math.isfinite(float(records[-1]["accuracy"])), records
     assert (job / "model" / "model.safetensors").is_file()
 
@@ -158,7 +158,7 @@ def test_one_replica_trains_one_process_per_gpu(tiny_bert, tmp_path):
     assert f"Processes: {gpus} (cuda:0)" in log, log[-4000:]
     if gpus > 1:
         assert f"Launching {gpus} process(es) on node 0 of 1" in log, log[-4000:]
-    records = hypertune_records(os.environ["CLOUD_ML_HP_METRIC_FILE"])
+    records = read_metrics(os.environ["CLOUD_ML_HP_METRIC_FILE"])
     assert [int(record["global_step"]) for record in records] == [4], records
     _check_finite_losses(job)
     assert (job / "model" / "model.safetensors").is_file()

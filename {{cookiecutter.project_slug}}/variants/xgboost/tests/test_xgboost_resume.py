@@ -67,6 +67,7 @@ def test_killed_run_resumes_with_the_remaining_rounds(tmp_path):
     assert steps[0] > saved and steps[-1] == rounds  # the rerun reported only its own rounds
 
 
+@pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
 def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path):
     root = tmp_path / "checkpoints"
     common = [
@@ -102,6 +103,7 @@ def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path):
     ).read_bytes()
 
 
+@pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
 @pytest.mark.parametrize("early_stopping", [0, 5])
 def test_resumed_model_equals_uninterrupted(tmp_path, early_stopping):
     """Stop after k rounds, restart with the full count: same trees, same early stop."""
