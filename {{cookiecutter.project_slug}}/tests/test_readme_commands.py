@@ -29,7 +29,7 @@ ELSEWHERE = [
     (r"^make train-local\b(?!.*\bIMAGE=)", "tests/test_readme_local_run.py"),
     (r"^python -m tools\.local_run --help$", "tests/test_readme_local_run.py"),
     (r"^make (gcp-setup|build-push)$", "tests/test_build.py (stand-ins for gcloud and docker)"),
-    (r"\bIMAGE=|^make test-docker\b", "tests/test_docker_image.py and the template's test_images.py"),
+    (r"\bIMAGE=|^make test-docker\b", "tests/test_docker_image.py, template test_images.py"),
     (r"^make (base-image|build)\b", "the template's tests/test_images.py (a Docker engine)"),
     (r"^make (submit|submit-hpt)$", "tests/test_submit.py (the Vertex REST stand-in)"),
 ]
