@@ -71,8 +71,8 @@ def test_every_command_is_run_here_or_by_a_named_test():
     for command in COMMANDS:
         where = placement(command)
         if where.startswith("tests/"):
-            test_file = PROJECT / where.split()[0]
-            assert test_file.is_file(), f"{command!r}: {where} does not exist"
+            test_file = PROJECT / re.match(r"tests/\w+\.py", where).group()
+            assert test_file.is_file(), f"{command!r}: {test_file.name} does not exist"
     assert any(c.startswith("make train-local") for c in COMMANDS), "no make train-local shown"
 
 
