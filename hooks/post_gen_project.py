@@ -1,7 +1,9 @@
 """Check the rendered config, then keep only the chosen framework's modules.
 
-``vertex.yaml`` is checked by the project's own loader (``tools/config.py``), so the answers obey
-the same rules as every later ``make`` target; a problem is printed as
+``vertex.yaml`` is checked by the project's own loader (``tools/config.py`` with
+``tools/gcp_names.py``) and Vertex's names (``tools/preflight.py``: region, accelerator), the one
+place of Google Cloud's naming rules, so the answers obey the same rules as every later ``make``
+target; a problem is printed as
 ``ERROR: <answer>: <why>`` and the hook fails, and cookiecutter removes the project folder it made.
 
 The template keeps each framework's plain-Python modules, tests, requirements and Dockerfile
@@ -62,7 +64,9 @@ def answer_problem(problem: str, config_lines: list[str]) -> str:
         if name in ANSWER_OF_NAME:
             answer = ANSWER_OF_NAME[name]
             value = f"{ANSWERS[answer]!r} " if answer in ANSWERS else ""
-            return f"{answer}: {value}makes {CONFIG} invalid (line {line}: {text}): use a plain value"
+            return (
+                f"{answer}: {value}makes {CONFIG} invalid (line {line}: {text}): use a plain value"
+            )
     return problem
 
 
@@ -76,7 +80,12 @@ def config_problems() -> list[str]:
     try:
         config = load(CONFIG)
     except ConfigError as error:
-        return [answer_problem(problem, lines) for problem in error.problems]
+        return unique(answer_problem(problem, lines) for problem in error.problems)
+    from tools.preflight import vertex_problems  # the SDK's names when installed, else a copy
+
+    named = unique(answer_problem(f"{key}: {why}", lines) for key, why in vertex_problems(config))
+    if named:
+        return named
     read = {
         "gcp_project_id": config.project,
         "region": config.region,
@@ -89,6 +98,15 @@ def config_problems() -> list[str]:
         for answer, value in ANSWERS.items()
         if answer in read and read[answer] != value.strip()
     ]
+
+
+def unique(problems) -> list[str]:
+    """One line per answer: an answer can write several keys (gcs_bucket: two bucket URIs)."""
+    first = {}
+    for problem in problems:
+        answer = problem.partition(":")[0]
+        first.setdefault(problem if answer == CONFIG else answer, problem)
+    return list(first.values())
 
 
 def install_variant(framework: str) -> None:

@@ -59,22 +59,31 @@ def test_defaults_of_cookiecutter_json_are_valid():
 @pytest.mark.parametrize(
     "field, value",
     [
-        ("gcs_bucket", "my-bucket"),
-        ("gcs_bucket", "gs://my-bucket/"),
-        ("gcs_bucket", "gs://my.bucket.example.com"),
-        ("region", "europe-west4"),
         ("accelerator_type", "nvidia_l4"),
         ("machine_type", "a2-highgpu-1g"),
-        ("image_name", "team/trainer.v2"),
         ("project_slug", "sentiment_trainer_2"),
+        ("accelerator_count", "0"),
     ],
 )
 def test_accepts_valid_answers(field, value):
     assert error_of(**{field: value}) is None
 
 
-def test_accepts_cpu_only():
-    assert error_of(accelerator_type="NONE", accelerator_count="0") is None
+@pytest.mark.parametrize(
+    "answers",
+    [
+        {"gcs_bucket": "my-bucket"},
+        {"gcs_bucket": "gs://my-bucket/"},
+        {"gcs_bucket": "gs://my.bucket.example.com"},
+        {"region": "europe-west4"},
+        {"image_name": "team/trainer.v2"},
+        {"accelerator_type": "nvidia_l4", "accelerator_count": "2"},
+        {"accelerator_type": "NONE", "accelerator_count": "0"},
+    ],
+    ids=lambda answers: " ".join(answers.values()),
+)
+def test_the_project_loader_accepts_valid_answers(tmp_path, answers):
+    assert (bake(tmp_path, **answers) / "vertex.yaml").is_file()
 
 
 @pytest.mark.parametrize(
@@ -88,31 +97,13 @@ def test_accepts_cpu_only():
         ("project_slug", "trainer"),
         ("project_slug", "dröm"),
         ("framework", "jax"),
-        ("gcp_project_id", "My_Project"),
-        ("gcp_project_id", "abc"),
-        ("gcp_project_id", "my-project-"),
-        ("gcp_project_id", "google-trainer"),
-        ("region", "us-central"),
-        ("region", "global"),
-        ("gcs_bucket", "gs://"),
-        ("gcs_bucket", "gs://Bucket"),
-        ("gcs_bucket", "gs://bucket/path"),
-        ("gcs_bucket", "gs://goog-bucket"),
-        ("gcs_bucket", "gs://" + "a" * 64),
-        ("gcs_bucket", "192.168.0.1"),
-        ("artifact_registry_repo", "Trainers"),
-        ("artifact_registry_repo", "-trainers"),
-        ("image_name", "Trainer"),
-        ("image_name", "trainer:latest"),
         ("base_image", "ubuntu"),
-        ("accelerator_type", "NVIDIA_TESLA_T5"),
         ("accelerator_type", "TPU_V3"),
         ("accelerator_count", "one"),
         ("accelerator_count", "1.5"),
-        ("accelerator_count", "3"),
     ],
 )
-def test_rejects_invalid_answer_naming_the_field(field, value):
+def test_rejects_what_rendering_cannot_use_naming_the_field(field, value):
     message = error_of(**{field: value})
     assert message is not None
     assert message.startswith(f"{field}: ")
@@ -120,9 +111,91 @@ def test_rejects_invalid_answer_naming_the_field(field, value):
     assert "\n" not in message
 
 
-def test_rejects_cpu_only_with_gpu_count():
-    message = error_of(accelerator_type="NONE", accelerator_count="1")
-    assert message.startswith("accelerator_count: must be 0")
+def test_google_cloud_naming_rules_are_not_repeated_in_the_pre_generation_hook():
+    # tools/config.py and tools/preflight.py are their one place (checked after rendering).
+    assert error_of(region="moon-base1", gcp_project_id="google-x", image_name="Trainer") is None
+
+
+BUCKET = "gs://b-123"  # for a bad gcp_project_id, whose default bucket would be bad too
+PROJECT_ID = (
+    "is not a project ID: 6-30 lowercase letters, digits or hyphens, starting with a letter"
+)
+BUCKET_URI = "is not a bucket URI of the form gs://BUCKET[/path] (e.g. gs://my-bucket)"
+RESERVED = "uses a reserved form ('goog', 'google' or an IP) (e.g. gs://my-project-123-vertex)"
+
+
+@pytest.mark.parametrize(
+    "answers, error",
+    [
+        (
+            {"region": "moon-base1"},
+            "region: 'moon-base1' is not a Vertex AI training region (e.g. us-central1)",
+        ),
+        (
+            {"region": "us-centrall1"},
+            "region: 'us-centrall1' is not a Vertex AI training region"
+            " (did you mean 'us-central1' or 'me-central1' or 'me-central2'?)",
+        ),
+        ({"region": "us-central"}, "region: 'us-central' is not a region (e.g. us-central1)"),
+        ({"region": "global"}, "region: 'global' is not a region (e.g. us-central1)"),
+        (
+            {"gcp_project_id": "My_Project", "gcs_bucket": BUCKET},
+            f"gcp_project_id: 'My_Project' {PROJECT_ID} (e.g. my-project-123)",
+        ),
+        (
+            {"gcp_project_id": "abc", "gcs_bucket": BUCKET},
+            f"gcp_project_id: 'abc' {PROJECT_ID} (e.g. my-project-123)",
+        ),
+        (
+            {"gcp_project_id": "my-project-", "gcs_bucket": BUCKET},
+            f"gcp_project_id: 'my-project-' {PROJECT_ID} (e.g. my-project-123)",
+        ),
+        (
+            {"gcp_project_id": "google-trainer", "gcs_bucket": BUCKET},
+            "gcp_project_id: 'google-trainer' is not a project ID: no 'google' in it"
+            " (e.g. my-project-123)",
+        ),
+        ({"gcs_bucket": "gs://"}, f"gcs_bucket: 'gs://' {BUCKET_URI}"),
+        ({"gcs_bucket": "gs://Bucket"}, f"gcs_bucket: 'gs://Bucket' {BUCKET_URI}"),
+        ({"gcs_bucket": "gs://goog-bucket"}, f"gcs_bucket: bucket 'goog-bucket' {RESERVED}"),
+        ({"gcs_bucket": "192.168.0.1"}, f"gcs_bucket: bucket '192.168.0.1' {RESERVED}"),
+        (
+            {"gcs_bucket": "gs://" + "a" * 64},
+            f"gcs_bucket: bucket '{'a' * 64}': each dot-separated part has 1-63 characters"
+            " (e.g. gs://my-project-123-vertex)",
+        ),
+        (
+            {"artifact_registry_repo": "-trainers"},
+            "artifact_registry_repo: '-trainers' is not a repository name: lowercase letters,"
+            " digits and hyphens, starting with a letter (e.g. trainers)",
+        ),
+        (
+            {"image_name": "trainer:latest"},
+            "image_name: 'trainer:latest' is not a Docker image name: lowercase letters, digits,"
+            " '.', '_', '-' and '/' (e.g. trainer)",
+        ),
+        (
+            {"accelerator_type": "NVIDIA_TESLA_T5"},
+            "accelerator_type: unknown accelerator 'NVIDIA_TESLA_T5'"
+            " (did you mean 'NVIDIA_TESLA_T4' or 'NVIDIA_TESLA_P4' or 'NVIDIA_TESLA_K80'?)",
+        ),
+        (
+            {"accelerator_count": "3"},
+            "accelerator_count: 3 accelerators per replica are not offered: use 1, 2, 4, 8, 16"
+            " (e.g. 1)",
+        ),
+        (
+            {"accelerator_type": "NONE", "accelerator_count": "1"},
+            "accelerator_count: 1 without an accelerator_type: make it 0 (e.g. 0)",
+        ),
+    ],
+    ids=lambda value: " ".join(value.values()) if isinstance(value, dict) else "",
+)
+def test_project_rules_reject_an_answer_with_one_line_and_no_folder(tmp_path, answers, error):
+    result = cli_bake(tmp_path, *(f"{field}={value}" for field, value in answers.items()))
+    assert result.returncode != 0
+    assert error_lines(result) == [f"ERROR: {error}"], result.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -149,7 +222,7 @@ def test_bad_answer_fails_with_one_line_and_leaves_no_folder(tmp_path):
             "-o",
             str(tmp_path),
             "--default-config",
-            "region=mars-east1",
+            "region=moon-base1",
         ],
         capture_output=True,
         text=True,
@@ -157,7 +230,7 @@ def test_bad_answer_fails_with_one_line_and_leaves_no_folder(tmp_path):
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR: region:")]
     assert errors == [
-        "ERROR: region: 'mars-east1' is not a Vertex AI training region (e.g. us-central1)"
+        "ERROR: region: 'moon-base1' is not a Vertex AI training region (e.g. us-central1)"
     ]
     assert list(tmp_path.iterdir()) == []
 

@@ -142,7 +142,7 @@ def test_unknown_region_is_one_line_with_close_matches(project, cloud):
     data["region"] = "us-centrall1"
     data["image"]["registry_host"] = "us-docker.pkg.dev"
     write_config(project, data)
-    server = refused(cloud, "region: 'us-centrall1' is not a Vertex AI region (did you mean")
+    server = refused(cloud, "region: 'us-centrall1' is not a Vertex AI training region (did")
     assert server.requests == []
 
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tools import gcp_names as names
 from tools import schema
 from tools.schema import spec
 from tools.study import HptConfig, Metric, Parameter  # noqa: F401 (the hpt: section)
@@ -55,8 +56,8 @@ ConfigError = schema.SchemaError  # ``problems``: one line per problem, each nam
 @dataclass(frozen=True)
 class ImageConfig:
     registry_host: str = spec(example="us-central1-docker.pkg.dev")
-    repository: str = spec(example="training")
-    name: str = spec(example="trainer")
+    repository: str = spec(pattern=names.REPOSITORY_RE, what=names.REPOSITORY, example="trainers")
+    name: str = spec(pattern=names.IMAGE_NAME_RE, what=names.IMAGE_NAME, example="trainer")
     tag: str = "latest"
     base_image: str = ""  # empty: the Dockerfile's pinned ARG BASE_IMAGE default
 
@@ -90,11 +91,9 @@ class WorkerPool:
         return self.replica_count == 0
 
     def problems(self):
-        has_type = self.accelerator_type != NO_ACCELERATOR
-        if has_type and self.accelerator_count < 1:
-            yield "accelerator_count", f"must be >= 1 with {self.accelerator_type} (e.g. 1)"
-        if not has_type and self.accelerator_count:
-            yield "accelerator_type", "set it (e.g. NVIDIA_TESLA_T4) or make the count 0"
+        count_why = names.count_problem(self.accelerator_type, self.accelerator_count)
+        if count_why:
+            yield "accelerator_count", count_why
         # tools/preflight.py checks the name against Vertex's list (`tools.config check`, submit).
         if not ACCELERATOR_RE.match(self.accelerator_type):
             yield (
@@ -245,7 +244,7 @@ class PythonPackage:
 @dataclass(frozen=True)
 class Config:
     path: str = spec(skip=True)
-    project: str = spec(pattern=PROJECT_RE, what="a project ID", example="my-project-123")
+    project: str = spec(pattern=PROJECT_RE, what=names.PROJECT_ID, example="my-project-123")
     region: str = spec(pattern=REGION_RE, what="a region", example="us-central1")
     staging_bucket: str = spec(
         pattern=BUCKET_RE,
@@ -269,6 +268,7 @@ class Config:
         object.__setattr__(self, "base_output_dir", base)
 
     def problems(self):
+        yield from names.problems(self)  # Google Cloud's naming rules
         host, region = self.image.registry_host, self.region
         if host.endswith("-docker.pkg.dev") and region:
             location = host[: -len("-docker.pkg.dev")]

@@ -26,8 +26,9 @@ from tools import schema
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-# Copies of google-cloud-aiplatform 2.7.0's AcceleratorType names and SUPPORTED_REGIONS, for
-# when the SDK is not installed (tests/test_config.py holds them equal to the SDK's).
+# Copies of google-cloud-aiplatform 2.7.0's AcceleratorType names and SUPPORTED_REGIONS (less
+# "global", where no training job runs), for when the SDK is not installed (tests/test_config.py
+# holds them equal to the SDK's).
 ACCELERATOR_TYPES = (
     "ACCELERATOR_TYPE_UNSPECIFIED",
     "NVIDIA_TESLA_K80",
@@ -74,7 +75,6 @@ REGIONS = (
     "europe-west6",
     "europe-west8",
     "europe-west9",
-    "global",
     "me-central1",
     "me-central2",
     "me-west1",
@@ -108,13 +108,14 @@ def accelerator_types() -> set[str]:
 
 
 def regions() -> set[str]:
-    """Vertex's regions: the SDK's ``SUPPORTED_REGIONS`` when installed, else the copy above."""
+    """Vertex's training regions: the SDK's ``SUPPORTED_REGIONS`` less "global" when installed,
+    else the copy above."""
     try:
         with _quiet():
             from google.cloud.aiplatform.constants import base
     except ImportError:
         return set(REGIONS)
-    return set(base.SUPPORTED_REGIONS)
+    return set(base.SUPPORTED_REGIONS) - {"global"}
 
 
 @contextlib.contextmanager
@@ -249,7 +250,7 @@ def vertex_problems(cfg) -> list[tuple[str, str]]:
         problems.append(
             (
                 "region",
-                f"{cfg.region!r} is not a Vertex AI region"
+                f"{cfg.region!r} is not a Vertex AI training region"
                 + (schema.close_matches(cfg.region, all_regions) or " (e.g. us-central1)"),
             )
         )
