@@ -91,7 +91,8 @@ def run(command: str, project: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env["PYTHON"] = sys.executable  # the Makefile's PYTHON ?= python
-    env.pop("MAKEFLAGS", None)
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # as typed in a shell, not a sub-make
+        env.pop(name, None)
     result = subprocess.run(
         ["bash", "-c", command], cwd=project, env=env, capture_output=True, text=True, timeout=1200
     )

@@ -55,7 +55,8 @@ def run(command: str, project: Path) -> subprocess.CompletedProcess:
     python_dir = os.path.dirname(sys.executable)
     env = {**os.environ, "PATH": python_dir + os.pathsep + os.environ.get("PATH", "")}
     env["PYTHON"] = sys.executable  # the Makefile's PYTHON ?= python
-    env.pop("MAKEFLAGS", None)
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # as typed in a shell, not a sub-make
+        env.pop(name, None)
     result = subprocess.run(
         shlex.split(command), cwd=project, env=env, capture_output=True, text=True, timeout=1500
     )
