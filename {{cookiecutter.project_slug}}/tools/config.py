@@ -1,7 +1,7 @@
 """Read and check ``vertex.yaml``, the one file that holds this project's Google Cloud settings.
 
 Everything else reads it through this module: ``tools/submit.py`` (SDK and gcloud YAML),
-``tools/build.py``, ``tools/gcp_setup.py``, ``tools/local_run.py`` and the Makefile
+``tools/build.py``, ``tools/gcp_setup.py``, ``tools/local_run/`` and the Makefile
 (``python -m tools.config get image_uri``). The dataclasses below are the file's schema;
 ``load()`` reads it with ``tools/schema.py`` (stdlib and PyYAML only) and rejects a malformed
 file with one located line per problem. ``Config.placeholders()`` lists values that still need

@@ -1,4 +1,4 @@
-"""The Keras job through tools/local_run.py: 2 replicas under MultiWorkerMirroredStrategy, and
+"""The Keras job through tools/local_run: 2 replicas under MultiWorkerMirroredStrategy, and
 the preemption drill (the chief SIGKILLed after a checkpoint, rerun from the start)."""
 
 from __future__ import annotations

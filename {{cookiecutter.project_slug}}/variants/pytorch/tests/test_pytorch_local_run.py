@@ -1,4 +1,4 @@
-"""The PyTorch job through tools/local_run.py: 2 replicas as one DDP job (a torchrun agent per
+"""The PyTorch job through tools/local_run: 2 replicas as one DDP job (a torchrun agent per
 replica), and the preemption drill (the chief SIGKILLed after a checkpoint, then rerun)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The XGBoost job through tools/local_run.py: 2 replicas in one XGBoost collective (tracker on
+"""The XGBoost job through tools/local_run: 2 replicas in one XGBoost collective (tracker on
 the chief), and the preemption drill (the chief SIGKILLed after a checkpoint, the job rerun)."""
 
 from __future__ import annotations
