@@ -26,6 +26,7 @@ COPY_IGNORE = shutil.ignore_patterns(
 ELSEWHERE = [
     (r"^make install$", "the template's suite: a fresh venv runs `make install`"),
     (r"^make test(-all)?$", "the template's suite runs `make test` and `make test-all`"),
+    (r"--model-name-or-path=[\w.-]+/", "tests/test_pytorch_readme_hub.py (an offline Hub cache)"),
     (r"^make train-local\b(?!.*\bIMAGE=)", "tests/test_readme_local_run.py"),
     (r"^python -m tools\.local_run --help$", "tests/test_readme_local_run.py"),
     (r"^make (gcp-setup|build-push)$", "tests/test_build.py (stand-ins for gcloud and docker)"),
@@ -33,8 +34,8 @@ ELSEWHERE = [
     (r"^make (base-image|build)\b", "the template's tests/test_images.py (a Docker engine)"),
     (r"^make (submit|submit-hpt)$", "tests/test_submit.py (the Vertex REST stand-in)"),
 ]
-# Need Google Cloud itself (credentials, a bucket, BigQuery) or a model from the Hugging Face Hub.
-CLOUD_ONLY = r"^gcloud |gs://|bq://|--model-name-or-path=(?!outputs/)[\w.-]+/[\w.-]+"
+# Need Google Cloud itself: credentials, a bucket, BigQuery.
+CLOUD_ONLY = r"^gcloud |gs://|bq://"
 
 
 def readme_commands() -> list[str]:
