@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 import torch
 
@@ -54,6 +55,21 @@ def plan(cluster: runtime.Cluster, nproc_per_node: int = 0) -> Plan:
         )
     processes = nproc_per_node or max(1, torch.cuda.device_count())
     return Plan(cluster.num_nodes, cluster.node_rank, processes, cluster.chief_address)
+
+
+def end_worker(code: int) -> NoReturn:
+    """End this torchrun worker now, skipping Python's teardown of the process group.
+
+    Freeing a gloo process group from Python can deadlock (pytorch/pytorch#56297): when the
+    DDP reducer drops the last reference, ``~ProcessGroupGloo`` joins its worker thread while
+    holding the GIL, and that thread needs the GIL to free the tensors of its last collective.
+    The worker then never exits and its torchrun agent never reaches the exit barrier. Called
+    after the final barrier, when every rank has written all it writes, so nothing is lost.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def worker_argv(extra: Sequence[str] = (), argv: Sequence[str] | None = None) -> list[str]:
