@@ -48,3 +48,19 @@ def test_extra_overhead_pairs_are_ratios_of_median_cpu_throughputs(tmp_path):
     assert result["cases"]["bare_small_bert"]["throughput"] == round(work / 10.0, 3)
     rows = report.speedup_table({"variants": {"pytorch": result}})
     assert any("trainer ÷ bare loop: BERT with 4 layers, hidden 256 | **0.80×**" in r for r in rows)
+
+
+def test_cases_on_the_short_train_file_use_their_own_window_and_work(tmp_path):
+    """Full mode: tiny-BERT cases on 1,024 reviews, the 4 x 256 and 512-token ones on 256."""
+    setup = bench.pytorch_setup(tmp_path, quick=False)
+    cases = {case.name: case for case in setup.cases}
+    assert (setup.window, setup.work) == ((64, 192), 2048)
+    for name in ("trainer_small_bert", "bare_small_bert", "trainer_512", "sample_512"):
+        assert (cases[name].window, cases[name].work) == ((16, 48), 512)
+        argv = cases[name].argv(str(tmp_path / "job"))
+        train_data = [a for a in argv if a.startswith("--train-data=")]
+        assert train_data[-1] == f"--train-data={tmp_path / 'train-short.csv'}"
+    assert cases["trainer"].window is None
+    window = {"window_s": 2.0, "window_cpu_s": 1.0}
+    assert bench.rates(setup, cases["bare_small_bert"], window) == (256.0, 512.0)
+    assert bench.rates(setup, cases["bare"], window) == (1024.0, 2048.0)
