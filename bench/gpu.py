@@ -138,18 +138,9 @@ def measure(argv: list[str], hook: str, window: tuple[int, int], python, cwd, gp
     """One process under probe.py: start-up, and the wall and CPU time of the step window."""
     with tempfile.TemporaryDirectory(dir=WORK, prefix="gpu-run-") as scratch:
         out = Path(scratch) / "probe.json"
-        env = {
-            name: value
-            for name, value in os.environ.items()
-            if not name.startswith(("AIP_", "CLUSTER_SPEC", "TF_CONFIG", "CLOUD_ML_"))
-        }
+        env = bench.probe_env(Path(scratch))
         env.update(
-            HF_HUB_OFFLINE="1",
-            HF_DATASETS_OFFLINE="1",
-            HF_DATASETS_CACHE=str(Path(scratch) / "hf-cache"),
             TOKENIZERS_PARALLELISM="false",
-            CLOUD_ML_HP_METRIC_FILE=str(Path(scratch) / "hypertune" / "output.metric"),
-            PYTHONDONTWRITEBYTECODE="1",
             CUDA_VISIBLE_DEVICES=gpu,  # one GPU: the fraction of peak is per GPU
             BENCH_T0=repr(time.time()),
         )

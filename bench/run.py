@@ -363,21 +363,31 @@ def ensure_data(framework: str, python: Path, setup: Setup, mode: str) -> dict:
     return json.loads(info_file.read_text())
 
 
+def probe_env(scratch: Path) -> dict:
+    """This process's environment for a measured run: no Vertex variables (a local run),
+    offline Hugging Face, and caches and the tuning-metric file in the run's scratch folder."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("AIP_", "CLUSTER_SPEC", "TF_CONFIG", "CLOUD_ML_"))
+    }
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_DATASETS_CACHE=str(scratch / "hf-cache"),
+        CLOUD_ML_HP_METRIC_FILE=str(scratch / "hypertune" / "output.metric"),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    return env
+
+
 def measure_once(case: Case, setup: Setup, python: Path, project: Path) -> dict:
     """One process: its wall time, start-up, and the wall and CPU time of the timing window."""
     with tempfile.TemporaryDirectory(dir=WORK, prefix="run-") as scratch:
         out = Path(scratch) / "probe.json"
-        env = dict(os.environ)
-        for name in list(env):
-            if name.startswith(("AIP_", "CLUSTER_SPEC", "TF_CONFIG", "CLOUD_ML_")):
-                env.pop(name)
+        env = probe_env(Path(scratch))
         env.update(
-            HF_HUB_OFFLINE="1",
-            HF_DATASETS_OFFLINE="1",
-            HF_DATASETS_CACHE=str(Path(scratch) / "hf-cache"),
             TF_CPP_MIN_LOG_LEVEL="2",
-            CLOUD_ML_HP_METRIC_FILE=str(Path(scratch) / "hypertune" / "output.metric"),
-            PYTHONDONTWRITEBYTECODE="1",
             # One compute thread per process, the same for every case: on a shared machine
             # threads that spin-wait for each other inflate both clocks erratically, while one
             # thread's CPU time measures the work done whatever else runs.
