@@ -7,9 +7,11 @@ import json
 import os
 import random
 import shutil
+import subprocess
+import sys
 
 import pytest
-from conftest import MAX_SEQ_LENGTH, base_args, start, wait, write_csv
+from conftest import MAX_SEQ_LENGTH, PROJECT, base_args, start, wait, write_csv
 from helpers import read_metrics
 
 from trainer import data, predict, task
@@ -208,3 +210,29 @@ def test_default_logs_have_no_colour_codes_or_load_report_table(smoke_args, tmp_
     assert "\x1b" not in log
     assert "LOAD REPORT" not in log and "MISSING" not in log
     assert "new, randomly initialised: classifier" in log
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "said"),
+    [
+        ("RuntimeError('Connection reset by peer')", 1, "RuntimeError: Connection reset by peer"),
+        ("cli.InputError('--train-data: no such file')", 2, "ERROR: --train-data: no such file"),
+    ],
+)
+def test_a_failing_torchrun_worker_ends_at_once_with_its_reason(raised, code, said):
+    """No Python teardown after a failure (it can hang on the process group): the exit code and
+    the reason, with the traceback for anything but bad input."""
+    program = (
+        "from trainer import cli, distributed\n"
+        "def train():\n"
+        f"    raise {raised}\n"
+        "distributed.run_worker(train)\n"
+        "print('not reached')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], cwd=PROJECT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == code, result.stderr
+    assert said in result.stderr
+    assert ("Traceback" in result.stderr) == (code == 1)
+    assert "not reached" not in result.stdout

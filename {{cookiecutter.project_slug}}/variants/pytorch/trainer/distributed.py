@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -70,6 +71,23 @@ def end_worker(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def run_worker(train: Callable[[], int]) -> int:
+    """Run ``train`` in a torchrun worker; if it raises, say why and end the process at once.
+
+    After a peer is lost (a preempted VM) the collective raises here; the teardown that would
+    follow can hang like the one ``end_worker`` avoids, and then this node's agent never
+    reports the failure, so Vertex never restarts the replica.
+    """
+    try:
+        return train()
+    except cli.InputError as error:
+        print(f"ERROR: {error}", file=sys.stderr)
+        end_worker(2)
+    except Exception:  # noqa: BLE001 - whatever it is, the worker ends now with its trace
+        traceback.print_exc()
+        end_worker(1)
 
 
 def worker_argv(extra: Sequence[str] = (), argv: Sequence[str] | None = None) -> list[str]:

@@ -153,7 +153,8 @@ def run(args, ctx: RunContext) -> int:
     for directory in (ctx.model_dir, ctx.checkpoint_dir):
         directory.local()  # fails now, not after training, when gs:// has no /gcs/ mount
     if distributed.is_worker():
-        return _train(args, ctx, args.local_dir or _torchrun_scratch())
+        work_dir = args.local_dir or _torchrun_scratch()
+        return distributed.run_worker(lambda: _train(args, ctx, work_dir))
     job = distributed.plan(ctx.cluster, args.nproc_per_node)
     if job.world_size == 1:
         with _scratch(args.local_dir) as work_dir:
