@@ -105,6 +105,7 @@ def test_replicas_run_as_containers_with_the_container_side_vertex_env(fake_dock
         )
         assert not {"TMPDIR", "CLOUD_ML_HP_METRIC_FILE", "PATH"} & set(env), "host-only values"
         assert call[-2:] == [IMAGE, "--num-boost-round=3"]
+        assert "--gpus" not in call
     assert "workerpool0-0 | trained" in result.stdout
     assert "last metric the chief reported: rmse=0.25 at step 30" in result.stdout
     label = ["--filter", f"label=vertex-trainer.run={run_id}"]
@@ -112,6 +113,32 @@ def test_replicas_run_as_containers_with_the_container_side_vertex_env(fake_dock
         assert any(call[0] == kind and call[-2:] == label for call in made if len(call) > 3)
     assert ["container", "rm", "--force", "--volumes", "c1", "c2"] in made
     assert ["network", "rm", "n1"] in made
+
+
+def test_gpus_reach_every_container_and_only_containers(fake_docker, tmp_path):
+    """`make train-local IMAGE=1 GPUS=all`: docker run --gpus all for each replica."""
+    printed = subprocess.run(
+        ["make", "-n", "--no-print-directory", "train-local", "IMAGE=1", "GPUS=all"],
+        cwd=PROJECT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MAKE")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    words = printed.replace("\\\n", " ").split()
+    assert words[words.index("--image") + 1] == "--gpus=all"
+    run, calls = fake_docker
+    result = run(f"--image={IMAGE}", "--replicas=2", "--gpus=all")
+    assert result.returncode == 0, result.stdout + result.stderr
+    starts = [call for call in calls() if call[:1] == ["run"]]
+    assert [values(call, "--gpus") for call in starts] == [["all"], ["all"]]
+
+    result = run("--gpus=all")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "ERROR: --gpus (GPUS=) is for container runs (--image, IMAGE=1); "
+        "a replica run as a process sees this machine's GPUs already"
+    )
 
 
 def test_a_missing_image_is_one_line_and_starts_nothing(fake_docker, tmp_path):

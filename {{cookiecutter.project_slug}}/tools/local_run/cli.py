@@ -146,6 +146,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="run each replica as a container of the built image (default REF: the tag "
         "make build gives, <image_uri>:latest) on a Docker network of the job",
     )
+    add(
+        "--gpus",
+        default="",
+        metavar="WHICH",
+        help="with --image: GPUs of this machine for each replica's container, as docker run "
+        "--gpus takes them (all, 2, device=0); needs the NVIDIA Container Toolkit. Processes "
+        "without --image see the machine's GPUs already",
+    )
     add("--module", default="trainer.task", help="the module each replica runs (trainer.task)")
     add("--job-id", default=None, help="CLOUD_ML_JOB_ID (default: random)")
     add(
@@ -244,6 +252,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     image = None
     if args.image is not None:
         image = args.image or images.default_image(config)
+    elif args.gpus:
+        print(
+            "ERROR: --gpus (GPUS=) is for container runs (--image, IMAGE=1); "
+            "a replica run as a process sees this machine's GPUs already",
+            file=sys.stderr,
+        )
+        return 2
     if args.print_env:
         if image is None:
             print_env(job, ProcessLauncher(args.module, PROJECT_ROOT).command(job.args))
@@ -269,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         folders.point_latest(root, job.output_dir)
     os.makedirs(job.output_dir, exist_ok=True)
     if image is not None:
-        launcher = images.ContainerLauncher(image, job, config.base_output_dir)
+        launcher = images.ContainerLauncher(image, job, config.base_output_dir, args.gpus)
     else:
         launcher = ProcessLauncher(args.module, PROJECT_ROOT, tmp_prefix=f"local_run-{job.job_id}-")
     try:
