@@ -397,11 +397,9 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
     if is_rank0:
         staging = os.path.join(work_dir, "export")
         export(trainer.model, tokenizer, ctx.model_dir.local(), staging, args.max_seq_length)
-    if dist.is_available() and dist.is_initialized():
+    if dist.is_available() and dist.is_initialized():  # only in torchrun workers
         dist.barrier()  # every rank is past the export
-        if distributed.is_worker():
-            distributed.end_worker(0)
-        dist.destroy_process_group()
+        distributed.end_worker(0)
     return 0
 
 
