@@ -22,7 +22,9 @@ from typing import IO, Protocol
 from trainer import runtime
 
 POLL_SECONDS = 0.1
-KILL_WAIT_SECONDS = 5.0  # how long a SIGKILLed replica may take to be gone
+# How long a SIGKILLed replica may take to be gone: the wait ends as soon as it is, but a
+# process in uninterruptible I/O (a machine busy with image builds) can take seconds to go.
+KILL_WAIT_SECONDS = 30.0
 
 
 class Handle(Protocol):
