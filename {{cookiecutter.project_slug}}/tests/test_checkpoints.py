@@ -121,6 +121,29 @@ def test_mark_complete_for_files_written_in_place(tmp_path):
     assert checkpoints.latest_complete(root).step == 12
 
 
+def test_a_save_killed_while_writing_the_marker_leaves_no_marker(tmp_path, monkeypatch):
+    """The kill drill and restarted replicas see the marker whole or not at all."""
+    root = str(tmp_path / "ckpts")
+    folder = make_source(checkpoints.path_for(root, 12))
+
+    def killed_mid_write(record, handle, **kwargs):
+        handle.write('{"files": {')
+        handle.flush()
+        raise KeyboardInterrupt("preempted")
+
+    monkeypatch.setattr(checkpoints.json, "dump", killed_mid_write)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoints.mark_complete(folder, step=12)
+    assert checkpoints.marked_complete(root) == []
+    assert checkpoints.latest_complete(root) is None
+    monkeypatch.undo()
+    # The rerun saves the same step again; the leftover partial marker is not one of its files.
+    checkpoint = checkpoints.publish(make_source(tmp_path / "again"), root, step=12)
+    assert checkpoints.problem(checkpoint) is None
+    assert checkpoints.PARTIAL_MARKER not in checkpoint.metadata()["files"]
+    assert checkpoints.marked_complete(root) == [checkpoint]
+
+
 def test_restore_copies_only_listed_files_into_a_fresh_folder(tmp_path):
     root = str(tmp_path / "ckpts")
     checkpoint = checkpoints.publish(make_source(tmp_path / "local"), root, step=1)

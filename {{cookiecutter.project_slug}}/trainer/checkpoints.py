@@ -4,8 +4,10 @@ Vertex reruns a replica's code from the start after a VM restart or preemption, 
 find its newest *complete* checkpoint by itself. A checkpoint is the folder
 ``<checkpoint_dir>/checkpoint-<step>/``. Its files are copied first and a small ``COMPLETE``
 marker (JSON: step and the size of every file) is written last, so a replica killed mid-copy
-leaves a folder without a marker, which is skipped with a warning. Files are copied one by
-one and folders are never renamed, because the ``/gcs/`` FUSE mount is not POSIX.
+leaves a folder without a marker, which is skipped with a warning. The marker itself is written
+under another name and renamed into place, so it is never seen half-written. Files are copied one
+by one and folders are never renamed, because the ``/gcs/`` FUSE mount is not POSIX (renaming a
+file there is a copy and a delete: the new name still appears whole).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from trainer import runtime
 logger = logging.getLogger(__name__)
 
 MARKER = "COMPLETE"
+PARTIAL_MARKER = "COMPLETE.partial"  # the marker while it is written; renamed when whole
 PREFIX = "checkpoint-"
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
 
@@ -89,7 +92,7 @@ def _files(folder: str) -> dict[str, int]:
         for name in names:
             path = os.path.join(directory, name)
             relative = os.path.relpath(path, folder)
-            if relative != MARKER:
+            if relative not in (MARKER, PARTIAL_MARKER):
                 sizes[relative.replace(os.sep, "/")] = os.path.getsize(path)
     return sizes
 
@@ -141,8 +144,14 @@ def mark_complete(folder: str, step: int, metadata: Mapping | None = None) -> Ch
     folder = _root(folder)
     record = dict(metadata or {})
     record.update(step=step, files=_files(folder), created=time.time())
-    with open(os.path.join(folder, MARKER), "w", encoding="utf-8") as handle:
+    # A watcher (the kill drill, a restarted replica) must never see an empty or half-written
+    # marker: a preemption between open() and write() would leave one behind.
+    partial = os.path.join(folder, PARTIAL_MARKER)
+    with open(partial, "w", encoding="utf-8") as handle:
         json.dump(record, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(partial, os.path.join(folder, MARKER))
     return Checkpoint(step, folder)
 
 
