@@ -31,9 +31,10 @@ job_processes, runner_temp_dirs = drill.job_processes, drill.runner_temp_dirs
 
 
 def alive(pid: int) -> bool:
+    """True while ``pid`` exists and has not exited (a zombie, Z, or being reaped, X, has)."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
+            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
     except OSError:
         return False
 

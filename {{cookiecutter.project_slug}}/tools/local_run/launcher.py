@@ -121,40 +121,50 @@ def _child_setup(cpus: set[int] | None):
     return setup if _PRCTL is not None or cpus else None
 
 
-def _running(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (Linux /proc; elsewhere: signal 0)."""
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, session id, start time) of ``pid`` from /proc, or None once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
+            fields = handle.read().rpartition(")")[2].split()
     except OSError:
-        try:
-            os.kill(pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
+        return None
+    return fields[0], int(fields[3]), int(fields[19])
 
 
-def replica_processes(env: Mapping[str, str]) -> list[int]:
-    """Live processes (not this one) whose environment has this replica's job id and spec."""
+def _running(pid: int, started: int) -> bool:
+    """True while the process ``pid`` that started at ``started`` exists and is not a zombie."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] not in ("Z", "X") and stat[2] == started
+
+
+def replica_processes(env: Mapping[str, str], session: int | None = None) -> dict[int, int]:
+    """Live processes (not this one) of a replica: {pid: start time}.
+
+    They are the processes in the replica's ``session`` and those whose environment has the
+    replica's job id and spec (they escaped into sessions of their own, as torchrun's workers
+    do). Linux only: elsewhere, none.
+    """
     if not os.path.isdir("/proc") or "CLOUD_ML_JOB_ID" not in env:
-        return []
+        return {}
     needles = [f"CLOUD_ML_JOB_ID={env['CLOUD_ML_JOB_ID']}".encode()]
     if "CLUSTER_SPEC" in env:
         needles.append(f"CLUSTER_SPEC={env['CLUSTER_SPEC']}".encode())
-    found = []
-    for environ in glob.glob("/proc/[0-9]*/environ"):
-        pid = int(environ.split("/")[2])
-        if pid == os.getpid():
+    found = {}
+    for folder in glob.glob("/proc/[0-9]*"):
+        pid = int(folder.rpartition("/")[2])
+        stat = _stat(pid)
+        if pid == os.getpid() or stat is None or stat[0] in ("Z", "X"):
+            continue
+        if session is not None and stat[1] == session:
+            found[pid] = stat[2]
             continue
         try:
-            with open(environ, "rb") as handle:
+            with open(f"{folder}/environ", "rb") as handle:
                 variables = handle.read().split(b"\0")
         except OSError:  # gone, or another user's
             continue
         if all(needle in variables for needle in needles):
-            found.append(pid)
+            found[pid] = stat[2]
     return found
 
 
@@ -166,6 +176,7 @@ class ProcessHandle:
         self.pid = process.pid
         self.stdout = process.stdout
         self._env = dict(env)
+        self._seen: dict[int, int] = {}  # every process of the replica signalled: start times
 
     def poll(self) -> int | None:
         return self.process.poll()
@@ -174,7 +185,7 @@ class ProcessHandle:
         return self.process.wait(timeout)
 
     def signal(self, signum: int) -> None:
-        """Signal the replica's process group and every process that escaped it.
+        """Signal the replica's process group and session, and every process that escaped them.
 
         torchrun starts its workers in sessions of their own, so the group alone is not
         enough: the processes that carry this replica's CLOUD_ML_JOB_ID and CLUSTER_SPEC are
@@ -184,21 +195,35 @@ class ProcessHandle:
             os.killpg(self.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
-        targets = replica_processes(self._env)
-        for pid in targets:
-            try:
-                os.kill(pid, signum)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if signum == signal.SIGKILL:
-            # SIGKILL is delivered asynchronously, and a dying process loses its environment
-            # before it is gone: wait (bounded) on the very processes signalled, so a stopped
-            # job really leaves no process behind.
-            deadline = time.monotonic() + KILL_WAIT_SECONDS
-            while time.monotonic() < deadline and (
-                any(_running(pid) for pid in targets) or replica_processes(self._env)
-            ):
-                time.sleep(POLL_SECONDS)
+        self._signal_found(signum)
+        if signum != signal.SIGKILL:
+            return
+        # SIGKILL is delivered asynchronously, and a dying process loses its environment before
+        # it is gone, so a process an earlier signal reached can no longer be found by it: wait
+        # (bounded) on every process of the replica ever signalled, so a stopped job really
+        # leaves no process behind.
+        for pid, started in self._seen.items():
+            if _running(pid, started):
+                _kill(pid, signum)
+        deadline = time.monotonic() + KILL_WAIT_SECONDS
+        while time.monotonic() < deadline and (
+            any(_running(pid, started) for pid, started in self._seen.items())
+        ):
+            time.sleep(POLL_SECONDS)
+            self._signal_found(signum)
+
+    def _signal_found(self, signum: int) -> None:
+        found = replica_processes(self._env, session=self.pid)
+        self._seen.update(found)
+        for pid in found:
+            _kill(pid, signum)
+
+
+def _kill(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class ProcessLauncher:
