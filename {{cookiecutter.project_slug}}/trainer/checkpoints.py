@@ -149,8 +149,6 @@ def mark_complete(folder: str, step: int, metadata: Mapping | None = None) -> Ch
     partial = os.path.join(folder, PARTIAL_MARKER)
     with open(partial, "w", encoding="utf-8") as handle:
         json.dump(record, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
     os.replace(partial, os.path.join(folder, MARKER))
     return Checkpoint(step, folder)
 
