@@ -3,6 +3,7 @@ the preemption drill (the chief SIGKILLed after a checkpoint, rerun from the sta
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -54,10 +55,28 @@ def test_two_replicas_train_and_only_the_chief_exports(tmp_path):
     assert final_checkpoints(job.output_dir) == [(EPOCHS * STEPS, EPOCHS)] * 2
 
 
+# Loaded into every replica: markers take a second to write, as on a busy machine. The drill
+# must still fire only once a marker is whole (a kill while it was half-written once made the
+# rerun chief skip its checkpoint and train from scratch).
+SLOW_MARKERS = """
+import json, time
+_dump = json.dump
+def _slow_dump(obj, handle, *args, **kwargs):
+    if "COMPLETE" in getattr(handle, "name", ""):
+        time.sleep(1)
+    return _dump(obj, handle, *args, **kwargs)
+json.dump = _slow_dump
+"""
+
+
 def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path):
     # Kill the chief once both tasks saved their first checkpoint (end of epoch 1).
     drill = ["--replicas=2", "--kill-after=checkpoint:2", "--kill-replica=workerpool0-0"]
-    job = run_local_job(tmp_path / "out", drill, ARGS)
+    slow = tmp_path / "slow_markers"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(SLOW_MARKERS)
+    path = os.pathsep.join(filter(None, [str(slow), os.environ.get("PYTHONPATH")]))
+    job = run_local_job(tmp_path / "out", drill, ARGS, env={"PYTHONPATH": path})
     print(f"keras REPLICAS=2 kill drill: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
     assert "kill drill: SIGKILL to workerpool0-0 after chief-0/checkpoint-" in job.output
