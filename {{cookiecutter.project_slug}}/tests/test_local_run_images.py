@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ IMAGE = "local/trainer:7"
 # ``run`` writes the chief's hypertune metric into the folder mounted at /tmp/hypertune, as
 # cloudml-hypertune in the container would; ``wait`` answers exit code 0.
 FAKE_DOCKER = """#!PYTHON
-import json, os, sys
+import json, os, sys, time
 args = sys.argv[1:]
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
@@ -37,7 +38,12 @@ if args[:1] == ["run"]:
 if args[:1] == ["logs"]:
     print("trained")
 if args[:1] == ["wait"]:
-    print(0)
+    removed = os.path.join(os.path.dirname(os.environ["FAKE_LOG"]), "removed")
+    while os.environ.get("FAKE_RUNNING") and not os.path.exists(removed):
+        time.sleep(0.05)  # a container that trains on until it is removed
+    print(137 if os.environ.get("FAKE_RUNNING") else 0)
+if args[:2] == ["container", "rm"]:
+    open(os.path.join(os.path.dirname(os.environ["FAKE_LOG"]), "removed"), "w").close()
 if len(args) > 1 and args[1] == "ls":
     print({"container": "c1\\nc2", "network": "n1", "volume": ""}[args[0]])
 """
@@ -58,8 +64,11 @@ def fake_docker(tmp_path):
         )
 
     def calls() -> list[list[str]]:
+        if not log.exists():
+            return []
         return [json.loads(line) for line in log.read_text().splitlines()]
 
+    run.env = env
     return run, calls
 
 
@@ -150,6 +159,42 @@ def test_a_missing_image_is_one_line_and_starts_nothing(fake_docker, tmp_path):
     )
     assert [call[:2] for call in calls()] == [["image", "inspect"]]
     assert not (tmp_path / "jobs").exists(), "no job folder for a job that never ran"
+
+
+def test_a_runner_killed_outright_leaves_no_container_running(fake_docker, tmp_path):
+    """SIGKILL (the OOM killer, kill -9) skips the runner's clean-up; its guard removes the
+    containers and the network instead, and stays out of the way of a runner that ends well."""
+    run, calls = fake_docker
+    assert run(f"--image={IMAGE}").returncode == 0
+    assert [call[:2] for call in calls()].count(["container", "ls"]) == 1, "only the runner's"
+
+    (tmp_path / "calls.jsonl").unlink()
+    env = {**run.env, "FAKE_RUNNING": "1"}
+    command = [sys.executable, "-m", "tools.local_run", f"--jobs-root={tmp_path / 'jobs'}"]
+    with open(tmp_path / "runner.err", "w") as errors:
+        runner = subprocess.Popen(
+            [*command, f"--image={IMAGE}", "--replicas=2"],
+            cwd=PROJECT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len([c for c in calls() if c[:1] == ["run"]]) < 2:
+        time.sleep(0.1)
+    runner.kill()
+    runner.wait()
+    while time.monotonic() < deadline and ["network", "rm", "n1"] not in calls():
+        time.sleep(0.1)
+    made = calls()
+    assert ["container", "rm", "--force", "--volumes", "c1", "c2"] in made
+    assert ["network", "rm", "n1"] in made
+    (network,) = [call for call in made if call[:2] == ["network", "create"]]
+    assert (tmp_path / "runner.err").read_text().strip() == (
+        f"containers: the process that ran {network[-1]}-* was killed; "
+        "removed 2 container(s) and the network"
+    )
 
 
 def test_default_image_is_the_tag_make_build_gives():

@@ -14,7 +14,9 @@ Building blocks only (the local runner plugs them in as a launcher)::
 
 Every container, network and volume carries the label ``vertex-trainer.run=<run id>``;
 ``cleanup(run)`` (called by ``job()`` in ``finally``) removes all of them, so nothing is left
-behind even after a failure or Ctrl-C. The executable can be swapped with ``DOCKER``.
+behind even after a failure or Ctrl-C. A process killed outright (SIGKILL, the OOM killer) runs
+no ``finally``: a ``Guard`` removes its run's containers then. The executable can be swapped
+with ``DOCKER``.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABEL = "vertex-trainer.run"
 FUSE_ROOT = "/gcs"
 HYPERTUNE_DIR = "/tmp/hypertune"  # cloudml-hypertune writes output.metrics here on Vertex
@@ -209,3 +213,63 @@ def job(run_id: str = "") -> Iterator[str]:
     finally:
         for problem in cleanup(run_id):
             print(f"WARNING: clean-up of run {run_id}: {problem}", flush=True)
+
+
+class Guard:
+    """Removes a run's containers and network if this process dies before ``release()``.
+
+    A process killed with SIGKILL runs no clean-up of its own, and its containers would train on.
+    The guard is a small process in a session of its own (Ctrl-C and a closed terminal do not
+    reach it) that reads a pipe from this one: the pipe closes whenever this process ends, and
+    only ``release()`` writes ``done`` into it first.
+    """
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tools.containers", "guard", run_id],
+            cwd=PROJECT_ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def release(self) -> None:
+        """This process cleans up itself: the guard ends without touching anything."""
+        try:
+            self._process.stdin.write(b"done\n")
+            self._process.stdin.close()
+        except OSError:  # the guard is gone already
+            pass
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+def _guard(run_id: str) -> int:
+    """``python -m tools.containers guard RUN_ID``: the process behind ``Guard``."""
+    if sys.stdin.read().strip() == "done":
+        return 0
+    try:
+        left = _labelled(["container", "ls", "--all"], run_id)
+    except ContainerError:
+        left = []
+    problems = cleanup(run_id)
+    if left:
+        print(
+            f"containers: the process that ran {NAME_PREFIX}-{run_id}-* was killed; "
+            f"removed {len(left)} container(s) and the network",
+            file=sys.stderr,
+            flush=True,
+        )
+    for problem in problems:
+        print(f"WARNING: clean-up of run {run_id}: {problem}", file=sys.stderr, flush=True)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "guard":
+        sys.exit("usage: python -m tools.containers guard RUN_ID")
+    sys.exit(_guard(sys.argv[2]))

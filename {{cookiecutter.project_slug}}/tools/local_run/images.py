@@ -12,7 +12,8 @@ is mounted as Cloud Storage FUSE mounts the bucket on Vertex (vertex.yaml's ``ba
 ``hypertune/<replica>/`` folder of the job folder, where the runner reads the chief's metric.
 
 The supervisor is the same: ``docker kill`` is the kill drill's SIGKILL, and ``close()`` removes
-every container and the network by their label (``tools.containers``), also after Ctrl-C.
+every container and the network by their label (``tools.containers``), also after Ctrl-C; after
+a SIGKILL of the runner itself, its ``containers.Guard`` does.
 """
 
 from __future__ import annotations
@@ -166,6 +167,7 @@ class ContainerLauncher:
         self.run_id = containers.new_run_id()
         self.network = ""
         self.handles: list[ContainerHandle] = []
+        self._guard: containers.Guard | None = None
 
     def command(self, args: Sequence[str]) -> list[str]:
         return [containers.docker_bin(), "run", self.image, *args]
@@ -186,6 +188,8 @@ class ContainerLauncher:
 
     def start(self, replica, env: Mapping[str, str], args: Sequence[str]) -> ContainerHandle:
         if not self.network:
+            # Before anything exists: if the runner is SIGKILLed, the guard removes it all.
+            self._guard = containers.Guard(self.run_id)
             self.network = containers.create_network(self.run_id)
         try:  # the stopped container of the replica's previous attempt
             containers.remove(self.run_id, replica.name)
@@ -201,5 +205,7 @@ class ContainerLauncher:
         problems = containers.cleanup(self.run_id)
         for handle in self.handles:
             handle.close()
+        if self._guard is not None:
+            self._guard.release()
         for problem in problems:
             print(f"WARNING: clean-up of containers vt-{self.run_id}-*: {problem}", flush=True)
