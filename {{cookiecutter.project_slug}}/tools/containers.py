@@ -225,7 +225,6 @@ class Guard:
     """
 
     def __init__(self, run_id: str):
-        self.run_id = run_id
         self._process = subprocess.Popen(
             [sys.executable, "-m", "tools.containers", "guard", run_id],
             cwd=PROJECT_ROOT,

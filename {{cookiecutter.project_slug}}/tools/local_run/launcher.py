@@ -137,7 +137,7 @@ def _running(pid: int, started: int) -> bool:
     return stat is not None and stat[0] not in ("Z", "X") and stat[2] == started
 
 
-def replica_processes(env: Mapping[str, str], session: int | None = None) -> dict[int, int]:
+def replica_processes(env: Mapping[str, str], session: int) -> dict[int, int]:
     """Live processes (not this one) of a replica: {pid: start time}.
 
     They are the processes in the replica's ``session`` and those whose environment has the
@@ -155,7 +155,7 @@ def replica_processes(env: Mapping[str, str], session: int | None = None) -> dic
         stat = _stat(pid)
         if pid == os.getpid() or stat is None or stat[0] in ("Z", "X"):
             continue
-        if session is not None and stat[1] == session:
+        if stat[1] == session:
             found[pid] = stat[2]
             continue
         try:
@@ -202,9 +202,6 @@ class ProcessHandle:
         # it is gone, so a process an earlier signal reached can no longer be found by it: wait
         # (bounded) on every process of the replica ever signalled, so a stopped job really
         # leaves no process behind.
-        for pid, started in self._seen.items():
-            if _running(pid, started):
-                _kill(pid, signum)
         deadline = time.monotonic() + KILL_WAIT_SECONDS
         while time.monotonic() < deadline and (
             any(_running(pid, started) for pid, started in self._seen.items())
