@@ -33,6 +33,8 @@ def readme_hub_command() -> str:
 @pytest.mark.slow
 def test_readme_pretrained_model_command_runs_as_written(tiny_bert, tmp_path):
     command = readme_hub_command()
+    hub_id = "google/bert_uncased_L-2_H-128_A-2"
+    assert command == f'make train-local ARGS="--model-name-or-path={hub_id}"'
     model_id = re.search(r"--model-name-or-path=([^\"\s]+)", command).group(1)
     cache = tmp_path / "hf" / "hub" / ("models--" + model_id.replace("/", "--"))
     shutil.copytree(tiny_bert, cache / "snapshots" / SNAPSHOT)
