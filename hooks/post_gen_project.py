@@ -1,126 +1,42 @@
-"""Check the rendered config, then keep only the chosen framework's modules.
-
-``vertex.yaml`` is checked by the project's own loader (``tools/config.py`` with
-``tools/gcp_names.py``) and Vertex's names (``tools/preflight.py``: region, accelerator), the one
-place of Google Cloud's naming rules, so the answers obey the same rules as every later ``make``
-target; a problem is printed as
-``ERROR: <answer>: <why>`` and the hook fails, and cookiecutter removes the project folder it made.
+"""Keep only the chosen framework's modules, and record where the tools package comes from.
 
 The template keeps each framework's plain-Python modules, tests, requirements and Dockerfile
 under ``variants/<framework>/``; they are copied over the project root here, so the generated
-project contains one framework and no trace of the others.
+project contains one framework and no trace of the others. The answers were checked before
+generation (``pre_gen_project.py``); ``vertex-tools check`` applies the full config rules at the
+first ``make`` that needs them.
+
+``make install`` installs ``vertex-trainer-tools`` at the version requirements-dev.txt pins,
+from the source written into the Makefile's ``TOOLS_SOURCE`` here:
+- baked from a local checkout (``make demo``, the template's tests): that checkout's package;
+- baked from the hosted template at a released version: empty, so pip takes the release
+  (or a wheel from ``PIP_FIND_LINKS`` offline);
+- baked from a commit with no release yet: the package's folder in the template repository at
+  that commit (``git+URL@COMMIT#subdirectory=vertex-trainer-tools``).
 """
 
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 
-ANSWERS = json.loads(
+CONTEXT = json.loads(
     r"""{
     "framework": {{ cookiecutter.framework | tojson }},
-    "gcp_project_id": {{ cookiecutter.gcp_project_id | tojson }},
-    "region": {{ cookiecutter.region | tojson }},
-    "artifact_registry_repo": {{ cookiecutter.artifact_registry_repo | tojson }},
-    "image_name": {{ cookiecutter.image_name | tojson }},
-    "machine_type": {{ cookiecutter.machine_type | tojson }}
+    "template": {{ cookiecutter._template | tojson }},
+    "repo_dir": {{ cookiecutter._repo_dir | tojson }}
 }"""
 )
-FRAMEWORK = ANSWERS["framework"]
 VARIANTS = "variants"
-CONFIG = "vertex.yaml"
-
-# Which template answer wrote each key of vertex.yaml (the primary pool is pool 0).
-ANSWER_OF_KEY = {
-    "project": "gcp_project_id",
-    "region": "region",
-    "staging_bucket": "gcs_bucket",
-    "base_output_dir": "gcs_bucket",
-    "image.registry_host": "region",
-    "image.repository": "artifact_registry_repo",
-    "image.name": "image_name",
-    "job.display_name": "image_name",
-    "hpt.display_name": "image_name",
-    "job.worker_pools.0.machine_type": "machine_type",
-    "job.worker_pools.0.accelerator_type": "accelerator_type",
-    "job.worker_pools.0.accelerator_count": "accelerator_count",
-    "python_package.executor_image_uri": "framework",
-}
-# The same by the last part of a key, for a line YAML cannot parse.
-ANSWER_OF_NAME = {key.rsplit(".", 1)[-1]: answer for key, answer in ANSWER_OF_KEY.items()}
-
-
-def answer_problem(problem: str, config_lines: list[str]) -> str:
-    """``vertex.yaml:29: job.worker_pools[0].machine_type: why`` -> ``machine_type: why``."""
-    match = re.match(rf"^{re.escape(CONFIG)}(?::(\d+))?:\s*(.*)$", problem, re.S)
-    line, text = (match.group(1), match.group(2)) if match else (None, problem)
-    key, separator, why = text.partition(": ")
-    key = re.sub(r"\[(\d+)\]", r".\1", key)
-    if separator and key in ANSWER_OF_KEY:
-        return f"{ANSWER_OF_KEY[key]}: {why}"
-    if line and 0 < int(line) <= len(config_lines):
-        name = config_lines[int(line) - 1].strip().lstrip("- ").partition(":")[0]
-        if name in ANSWER_OF_NAME:
-            answer = ANSWER_OF_NAME[name]
-            value = f"{ANSWERS[answer]!r} " if answer in ANSWERS else ""
-            return (
-                f"{answer}: {value}makes {CONFIG} invalid (line {line}: {text}): use a plain value"
-            )
-    return problem
-
-
-def config_problems() -> list[str]:
-    """The loader's problems with the rendered config, plus values YAML read differently."""
-    sys.path.insert(0, os.getcwd())
-    from tools.config import ConfigError, load
-
-    with open(CONFIG, encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
-    try:
-        config = load(CONFIG)
-    except ConfigError as error:
-        return unique(answer_problem(problem, lines) for problem in error.problems)
-    from tools.preflight import vertex_problems  # the SDK's names when installed, else a copy
-
-    named = unique(answer_problem(f"{key}: {why}", lines) for key, why in vertex_problems(config))
-    if named:
-        return named
-    read = {
-        "gcp_project_id": config.project,
-        "region": config.region,
-        "artifact_registry_repo": config.image.repository,
-        "image_name": config.image.name,
-        "machine_type": config.job.worker_pools[0].machine_type,
-    }
-    return [
-        f"{answer}: {CONFIG} reads {value!r} as {read[answer]!r}: use a plain value"
-        for answer, value in ANSWERS.items()
-        if answer in read and read[answer] != value.strip()
-    ]
-
-
-def unique(problems) -> list[str]:
-    """One line per answer: an answer can write several keys (gcs_bucket: two bucket URIs)."""
-    first = {}
-    for problem in problems:
-        answer = problem.partition(":")[0]
-        first.setdefault(problem if answer == CONFIG else answer, problem)
-    return list(first.values())
+TOOLS_FOLDER = "vertex-trainer-tools"
+MAKEFILE = "Makefile"
+REQUIREMENTS_DEV = "requirements-dev.txt"
 
 
 def install_variant(framework: str) -> None:
     source = os.path.join(VARIANTS, framework)
-    if not os.path.isfile(os.path.join(source, "trainer", "train.py")):
-        available = sorted(
-            name
-            for name in os.listdir(VARIANTS)
-            if os.path.isfile(os.path.join(VARIANTS, name, "trainer", "train.py"))
-        )
-        raise SystemExit(
-            f"ERROR: framework: {framework!r} is not available in this template version yet "
-            f"(e.g. {', '.join(available) or 'keras'})"
-        )
     for directory, _, names in os.walk(source):
         target_directory = os.path.join(".", os.path.relpath(directory, source))
         os.makedirs(target_directory, exist_ok=True)
@@ -129,13 +45,63 @@ def install_variant(framework: str) -> None:
     shutil.rmtree(VARIANTS)
 
 
+def template_checkout(repo_dir: str) -> str | None:
+    """The template folder as an absolute path (``repo_dir`` may be relative to PWD)."""
+    for base in (repo_dir, os.path.join(os.environ.get("PWD", ""), repo_dir)):
+        if os.path.isfile(os.path.join(base, TOOLS_FOLDER, "pyproject.toml")):
+            return os.path.abspath(base)
+    return None
+
+
+def git(repo: str, *args: str) -> str:
+    result = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def tools_version(checkout: str) -> str:
+    init = os.path.join(checkout, TOOLS_FOLDER, "src", "vertex_trainer_tools", "__init__.py")
+    with open(init, encoding="utf-8") as handle:
+        return re.search(r'__version__ = "([^"]+)"', handle.read()).group(1)
+
+
+def tools_source(template: str, checkout: str) -> str:
+    cloned = not os.path.isdir(template)  # gh:..., https://..., git@...: cookiecutter cloned it
+    if not cloned:
+        return os.path.join(checkout, TOOLS_FOLDER)
+    if git(checkout, "tag", "--list", f"tools-v{tools_version(checkout)}"):
+        return ""  # released: the package index has it
+    url, commit = git(checkout, "remote", "get-url", "origin"), git(checkout, "rev-parse", "HEAD")
+    if not url or not commit:
+        return ""
+    url = url if "://" in url else "ssh://" + url.replace(":", "/", 1)
+    return f"git+{url}@{commit}#subdirectory={TOOLS_FOLDER}"
+
+
+def write_tools_source(source: str) -> None:
+    with open(MAKEFILE, encoding="utf-8") as handle:
+        text = handle.read()
+    text = text.replace("TOOLS_SOURCE ?=\n", f"TOOLS_SOURCE ?= {source}".rstrip() + "\n", 1)
+    with open(MAKEFILE, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def pin_tools_version(version: str) -> None:
+    """requirements-dev.txt pins the package at the template's own version."""
+    with open(REQUIREMENTS_DEV, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    lines = [f"{line}=={version}" if line == "vertex-trainer-tools" else line for line in lines]
+    with open(REQUIREMENTS_DEV, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+
+
 def main() -> int:
-    problems = config_problems()
-    for problem in problems:
-        print(f"ERROR: {problem}", file=sys.stderr)
-    if problems:
+    install_variant(CONTEXT["framework"])
+    checkout = template_checkout(CONTEXT["repo_dir"])
+    if checkout is None:
+        print(f"ERROR: template: {TOOLS_FOLDER}/ not found in {CONTEXT['repo_dir']!r}", file=sys.stderr)
         return 1
-    install_variant(FRAMEWORK)
+    pin_tools_version(tools_version(checkout))
+    write_tools_source(tools_source(CONTEXT["template"], checkout))
     return 0
 
 

@@ -4,14 +4,16 @@ A bad answer stops generation with one line, ``ERROR: <field>: <why> (e.g. <vali
 and cookiecutter removes the half-made project folder. Values are injected with ``tojson`` so
 quotes or backslashes in an answer stay data and are never executed.
 
-Here: only what rendering itself needs (text without control characters, a package name, the
-choices, a whole accelerator count). Google Cloud's naming rules live in one place, the
-project (``tools/gcp_names.py``, ``tools/preflight.py``): the post-generation hook
-checks the rendered ``vertex.yaml`` with it, the same rules ``make`` applies later.
+Here: what rendering itself needs (text without control characters, a package name, the
+choices, a whole accelerator count), then Google Cloud's naming rules, loaded from their one
+module in the template checkout (``vertex-trainer-tools/.../gcp_names.py``, stdlib only), the
+rules that ``vertex-tools check`` applies to ``vertex.yaml`` at every later ``make``.
 """
 
+import importlib.util
 import json
 import keyword
+import os
 import re
 import sys
 import unicodedata
@@ -35,6 +37,13 @@ ANSWERS = json.loads(
 }"""
 )
 
+# Where cookiecutter read the template: absolute for a cloned template, else as typed (relative
+# to the directory cookiecutter was started in, which the shell keeps in PWD).
+TEMPLATE_DIR = {{ cookiecutter._repo_dir | tojson }}
+NAMING_RULES = os.path.join(
+    "vertex-trainer-tools", "src", "vertex_trainer_tools", "gcp_names.py"
+)
+
 FRAMEWORKS = ("keras", "pytorch", "xgboost")
 BASE_IMAGES = ("deep-learning-container", "nvidia-cuda")
 
@@ -42,6 +51,7 @@ BASE_IMAGES = ("deep-learning-container", "nvidia-cuda")
 RESERVED_SLUGS = frozenset(
     {"trainer", "tools", "tests", "test", "setup", "keras", "tensorflow", "tf_keras", "torch"}
     | {"transformers", "datasets", "xgboost", "hypertune", "google", "yaml"}
+    | {"vertex_trainer_tools"}
     | set(getattr(sys, "stdlib_module_names", ()))
 )
 
@@ -128,8 +138,8 @@ def check_base_image(value):
 
 def check_accelerator(accelerator_type, accelerator_count):
     """What cookiecutter.json's derivations need: a GPU or none (a GPU picks CUDA images, the
-    Dockerfile's base and the executor image) and a whole count; vertex.yaml's loader and
-    tools/preflight.py then check the name and the count against Vertex's."""
+    Dockerfile's base and the executor image) and a whole count; the naming rules then check
+    the name and the count against Vertex's."""
     kind = accelerator_type.strip().upper()
     if kind.startswith("TPU"):
         raise InvalidAnswer(
@@ -153,13 +163,29 @@ def validate(answers):
     check_accelerator(answers["accelerator_type"], answers["accelerator_count"])
 
 
+def naming_rules(template_dir=TEMPLATE_DIR):
+    """The template's ``gcp_names`` module, loaded by path (the package need not be installed)."""
+    for base in (template_dir, os.path.join(os.environ.get("PWD", ""), template_dir)):
+        path = os.path.join(base, NAMING_RULES)
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location("gcp_names", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise FileNotFoundError(f"{NAMING_RULES} not found in the template {template_dir!r}")
+
+
 def main():
     try:
         validate(ANSWERS)
+        problems = naming_rules().answer_problems(ANSWERS)
     except InvalidAnswer as error:
-        print(f"ERROR: {error}", file=sys.stderr)
-        return 1
-    return 0
+        problems = [str(error)]
+    except FileNotFoundError as error:
+        problems = [f"template: {error}: run cookiecutter from the template's folder"]
+    for problem in problems:
+        print(f"ERROR: {problem}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -1,11 +1,10 @@
-"""The Vertex AI runtime contract, in one framework-free place, in both directions.
+"""The reader side of Vertex AI's runtime contract, in one framework-free place.
 
-Everything this project knows about the environment Vertex AI gives a training replica lives
-here: the ``AIP_*`` output directories, ``CLUSTER_SPEC`` and ``TF_CONFIG``, the project number,
-and the ``gs://`` <-> ``/gcs/`` (Cloud Storage FUSE) path mapping. Framework code asks this
-module and never reads those variables itself; the local runner (``tools/local_run``) builds
-each replica's variables with ``replica_environment``, so what a replica receives and what the
-trainer reads cannot drift apart.
+Everything the trainer knows about the environment Vertex AI gives a training replica lives
+here: the ``AIP_*`` output directories, ``CLUSTER_SPEC`` and ``TF_CONFIG``, and the
+``gs://`` <-> ``/gcs/`` (Cloud Storage FUSE) path mapping. Framework code asks this module and
+never reads those variables itself. The writer side (what the local emulator sets on each
+replica) is ``vertex_trainer_tools.contract``; the template's tests hold the two together.
 """
 
 from __future__ import annotations
@@ -38,27 +37,6 @@ POOLS = tuple(POOL_TO_TF_TASK)
 TRAINING_POOLS = ("workerpool0", "workerpool1")
 # Subfolders of the base output directory (and of its <trial>/ level), as AIP_* name them.
 MODEL_SUBDIR, CHECKPOINT_SUBDIR, TENSORBOARD_SUBDIR = "model", "checkpoints", "logs"
-# Every variable Vertex (or a launcher before it) may set on a replica: a launcher clears them
-# so that stale values of its own shell never reach a replica.
-CONTRACT_VARIABLES = (
-    "AIP_MODEL_DIR",
-    "AIP_CHECKPOINT_DIR",
-    "AIP_TENSORBOARD_LOG_DIR",
-    "CLOUD_ML_PROJECT_ID",
-    "CLOUD_ML_JOB_ID",
-    "CLOUD_ML_TRIAL_ID",
-    "CLOUD_ML_HP_METRIC_FILE",
-    "CLUSTER_SPEC",
-    "TF_CONFIG",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "WORLD_SIZE",
-    "RANK",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "NODE_RANK",
-    "GROUP_RANK",
-)
 
 
 # --- paths -----------------------------------------------------------------------------------
@@ -202,7 +180,7 @@ class Cluster:
         Pool 2 (parameter servers or the Reduction Server) and pool 3 (evaluators) are not
         members of a data-parallel group.
         """
-        return training_hosts(self.pools)
+        return [host for pool in TRAINING_POOLS for host in self.pools.get(pool, [])]
 
     @property
     def num_nodes(self) -> int:
@@ -300,94 +278,3 @@ def cluster_from_env(environ: Mapping[str, str] | None = None) -> Cluster:
     if tf_config:
         return _from_tf_config(tf_config)
     return Cluster()
-
-
-# --- what a replica receives (written by launchers, read above) -----------------------------
-
-
-def training_hosts(pools: Mapping[str, list[str]]) -> list[str]:
-    """Addresses of the replicas that train together, chief first (pools 0 and 1)."""
-    return [host for pool in TRAINING_POOLS for host in pools.get(pool, [])]
-
-
-def _json(value: dict) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
-def replica_environment(
-    pools: Mapping[str, list[str]],
-    pool: str,
-    index: int,
-    *,
-    base_output_dir: str,
-    job_id: str,
-    project_number: str,
-    trial: str | None = None,
-    job_args: tuple[str, ...] | list[str] = (),
-) -> dict[str, str]:
-    """The variables Vertex sets on replica ``pool``/``index`` of a job, as strings.
-
-    ``pools`` maps ``workerpool0``.. to ``host:port`` lists (only pools with replicas).
-    Output dirs get a ``<trial>/`` level for an HPT trial and end with "/" like Vertex's.
-    ``TF_CONFIG`` is set on multi-replica jobs only; ``MASTER_ADDR``/``MASTER_PORT``/
-    ``WORLD_SIZE``/``RANK`` (node count and node rank, as observed on multi-node jobs) only when
-    more than one replica trains (Vertex docs: distributed training, code requirements).
-    """
-    if pool not in POOLS or not 0 <= index < len(pools.get(pool, [])):
-        raise ValueError(f"{pool}-{index} is not a replica of the job")
-    trial = str(trial) if trial not in (None, "") else None
-    run_dir = run_output_dir(base_output_dir, trial)
-    # The shape real jobs show in CLUSTER_SPEC's "job": a JSON-encoded string.
-    job = {"python_module": "", "package_uris": [], "job_args": list(job_args)}
-    task: dict = {"type": pool, "index": index}
-    if trial:
-        task["trial"] = trial
-    cluster = {name: list(hosts) for name, hosts in pools.items() if hosts}
-    env = {
-        "AIP_MODEL_DIR": join(run_dir, MODEL_SUBDIR) + "/",
-        "AIP_CHECKPOINT_DIR": join(run_dir, CHECKPOINT_SUBDIR) + "/",
-        "AIP_TENSORBOARD_LOG_DIR": join(run_dir, TENSORBOARD_SUBDIR) + "/",
-        "CLOUD_ML_PROJECT_ID": project_number,
-        "CLOUD_ML_JOB_ID": job_id,
-        "CLUSTER_SPEC": _json(
-            {"cluster": cluster, "environment": "cloud", "task": task, "job": _json(job)}
-        ),
-    }
-    if sum(len(hosts) for hosts in cluster.values()) > 1:
-        # Every replica of a multi-replica job, whatever the framework; evaluators appear only
-        # as a task type, never as a cluster key.
-        tf_cluster = {
-            POOL_TO_TF_TASK[name]: hosts for name, hosts in cluster.items() if name != POOLS[3]
-        }
-        tf_task = {"type": POOL_TO_TF_TASK[pool], "index": index}
-        if trial:
-            tf_task["trial"] = trial
-        tf_task["cloud"] = f"local-{job_id}"  # an internal id on Vertex; code must ignore it
-        env["TF_CONFIG"] = _json(
-            {"cluster": tf_cluster, "environment": "cloud", "job": job, "task": tf_task}
-        )
-        hosts = training_hosts(cluster)
-        if pool in TRAINING_POOLS and len(hosts) > 1:
-            master_host, _, master_port = hosts[0].rpartition(":")
-            env.update(
-                MASTER_ADDR=master_host,
-                MASTER_PORT=master_port,
-                WORLD_SIZE=str(len(hosts)),
-                RANK=str(Cluster(pool, index, cluster).node_rank),
-            )
-    return env
-
-
-# --- identity --------------------------------------------------------------------------------
-
-
-def project_id(
-    flag_value: str | None = None, environ: Mapping[str, str] | None = None
-) -> str | None:
-    """The project to bill API calls to: the flag, else ``CLOUD_ML_PROJECT_ID`` (a number).
-
-    Vertex runs the container in a Google-managed tenant project, so the project is never
-    inferred from the environment's default credentials.
-    """
-    env = os.environ if environ is None else environ
-    return flag_value or env.get("CLOUD_ML_PROJECT_ID") or None

@@ -171,6 +171,8 @@ def read_bigquery(spec: str, *, project: str | None, shard: Shard = Shard()) -> 
             f"{spec}: reading BigQuery needs google-cloud-bigquery; add "
             "'google-cloud-bigquery[pandas]' to requirements.txt (or pip install it)"
         ) from None
+    # Vertex sets the launching project's number on every replica.
+    project = project or os.environ.get("CLOUD_ML_PROJECT_ID")
     if not project:
         raise InputError(
             f"{spec}: BigQuery needs a project to bill the read to: pass --project "

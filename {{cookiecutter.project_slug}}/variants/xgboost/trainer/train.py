@@ -15,7 +15,7 @@ import time
 import pandas as pd
 import xgboost as xgb
 
-from trainer import cli, data, distributed, model, objectives, resume, runtime
+from trainer import cli, data, distributed, model, objectives, resume
 from trainer import schema as schemas
 from trainer.context import RunContext
 
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         "kind": objective.kind,
         "shard": shard,
         "seed": args.seed,
-        "project": runtime.project_id(args.project),
+        "project": args.project,
     }
     started = time.monotonic()
     train_frame = data.read(args.train_data, "train", **read)

@@ -1,0 +1,367 @@
+"""The command line of ``vertex-tools local-run`` (``make train-local`` wraps it)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from vertex_trainer_tools.local_run import folders, images, preflight
+from vertex_trainer_tools.local_run.job import (
+    Job,
+    environments,
+    make_job,
+    pool_sizes,
+    replica_env,
+    replica_name,
+    trial_values,
+)
+from vertex_trainer_tools.local_run.launcher import ProcessLauncher, cpu_slices
+from vertex_trainer_tools.local_run.supervisor import MAX_RESTARTS, Replica, Supervisor
+from vertex_trainer_tools.project import CONFIG_FILE, LOCAL_JOBS, project_root
+
+
+
+def _kill_after(value: str) -> tuple[str, float]:
+    """``SECONDS`` -> ("seconds", s); ``checkpoint[:N]`` -> ("checkpoints", N), N=1 by default."""
+    kind, _, count = value.strip().lower().partition(":")
+    try:
+        if kind == "checkpoint":
+            number = int(count or 1)
+            if number < 1:
+                raise ValueError
+            return "checkpoints", number
+        seconds = float(value)
+        if not math.isfinite(seconds) or seconds < 0 or count:
+            raise ValueError
+        return "seconds", seconds
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected SECONDS, 'checkpoint' or 'checkpoint:N', got {value!r}"
+        ) from None
+
+
+def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Run the Vertex AI job of vertex.yaml as local processes (or containers "
+        "of the image: --image), one per replica, with Vertex's environment. Trainer arguments "
+        "go after '--'.",
+    )
+    add = parser.add_argument
+    add("--config", default=str(project_root() / CONFIG_FILE), help="config file (vertex.yaml)")
+    add(
+        "--replicas",
+        type=int,
+        default=None,
+        help="total replicas: workerpool0 x1 + workerpool1 x(N-1) (default: vertex.yaml's pools)",
+    )
+    folder = parser.add_mutually_exclusive_group()
+    folder.add_argument(
+        "--resume",
+        default=None,
+        metavar="JOB_FOLDER|latest",
+        help="rerun the job in an existing job folder, resuming from its checkpoints "
+        "('latest': the folder <jobs-root>/latest names)",
+    )
+    folder.add_argument(
+        "--output-dir",
+        default=None,
+        help="base output directory to use as it is (standing in for the job's gs:// "
+        "baseOutputDirectory); reusing one resumes from its checkpoints",
+    )
+    add(
+        "--jobs-root",
+        default=str(project_root() / LOCAL_JOBS),
+        help="where each run gets a fresh <display name>-<YYYYmmdd-HHMMSS> job folder, and "
+        "the 'latest' link to it (default: outputs/local)",
+    )
+    add(
+        "--hpt-trial",
+        type=int,
+        default=None,
+        help="run as trial N of vertex.yaml's hpt study: <output>/N/ dirs, trial args appended",
+    )
+    add(
+        "--hp",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fix one trial value instead of drawing it (with --hpt-trial)",
+    )
+    add(
+        "--kill-after",
+        type=_kill_after,
+        default=None,
+        metavar="SECONDS|checkpoint[:N]",
+        help="preemption drill: SIGKILL --kill-replica once, after SECONDS or once N new "
+        "complete checkpoints (default 1) are under the checkpoint dir, then restart it from "
+        "the start; exits 3 if the drill never fired",
+    )
+    add(
+        "--kill-replica",
+        default="workerpool0-0",
+        metavar="NAME",
+        help="the replica the drill kills (default: workerpool0-0)",
+    )
+    add(
+        "--restart-job-on-worker-restart",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="restart every replica when one restarts (default: vertex.yaml's scheduling)",
+    )
+    add(
+        "--max-restarts",
+        type=int,
+        default=MAX_RESTARTS,
+        help=f"restarts of a failed replica before the job fails (default: {MAX_RESTARTS})",
+    )
+    add(
+        "--timeout",
+        type=float,
+        default=None,
+        help="job timeout in seconds (default: vertex.yaml's scheduling.timeout_seconds)",
+    )
+    add("--grace", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL (default: 10)")
+    add(
+        "--split-cpus",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="give each replica its own share of this machine's CPUs, as its own VM would have "
+        "(default: on)",
+    )
+    add(
+        "--image",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="REF",
+        help="run each replica as a container of the built image (default REF: the tag "
+        "make build gives, <image_uri>:latest) on a Docker network of the job",
+    )
+    add(
+        "--gpus",
+        default="",
+        metavar="WHICH",
+        help="with --image: GPUs of this machine for each replica's container, as docker run "
+        "--gpus takes them (all, 2, device=0); needs the NVIDIA Container Toolkit. Processes "
+        "without --image see the machine's GPUs already",
+    )
+    add("--module", default="trainer.task", help="the module each replica runs (trainer.task)")
+    add("--job-id", default=None, help="CLOUD_ML_JOB_ID (default: random)")
+    add(
+        "--print-env",
+        action="store_true",
+        help="print each replica's command and Vertex variables, then exit without running",
+    )
+    own, trainer_args = list(argv), []
+    if "--" in own:
+        split = own.index("--")
+        own, trainer_args = own[:split], own[split + 1 :]
+    args = parser.parse_args(own)
+    args.trainer_args = trainer_args
+    return args
+
+
+def _overrides(pairs: Sequence[str]) -> dict[str, str]:
+    overrides = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--hp expects NAME=VALUE, got {pair!r}")
+        overrides[name.strip()] = value
+    return overrides
+
+
+def build(args: argparse.Namespace):
+    """The job that the parsed command line describes, and the config it came from.
+
+    Without --output-dir or --resume, the job's folder is only planned here: ``main`` creates
+    it (``folders.new_job_folder``) once everything is checked.
+    """
+    from vertex_trainer_tools import config as config_module  # the same reader submit.py uses
+
+    config = config_module.load(args.config)
+    pools = config.job.worker_pools
+    for number, pool in enumerate(pools):
+        if pool.image_uri and not pool.empty:
+            # e.g. a Reduction Server: another image, nothing of this project to run locally.
+            print(f"local_run | workerpool{number} runs {pool.image_uri}: not emulated locally")
+    sizes = [0 if pool.image_uri else pool.replica_count for pool in pools]
+    trial_args: list[str] = []
+    if args.hpt_trial is not None:
+        if args.hpt_trial < 1:
+            raise ValueError("--hpt-trial counts from 1, like Vertex's trial ids")
+        if config.hpt is None:
+            raise ValueError(f"{args.config} has no hpt study for --hpt-trial")
+        values = trial_values(config.hpt.parameters, args.hpt_trial, _overrides(args.hp))
+        trial_args = [f"--{name}={value}" for name, value in values.items()]
+    elif args.hp:
+        raise ValueError("--hp needs --hpt-trial")
+    if args.output_dir:
+        output_dir = args.output_dir
+    elif args.resume:
+        output_dir = str(folders.resume_folder(args.resume, args.jobs_root))
+    else:
+        output_dir = str(Path(args.jobs_root) / folders.job_folder_name(config.job.display_name))
+    job = make_job(
+        pool_sizes(sizes, args.replicas),
+        output_dir,
+        args=list(config.job.args) + list(args.trainer_args) + trial_args,
+        trial=args.hpt_trial,
+        job_id=args.job_id,
+        job_args=config.job.args,
+    )
+    if args.kill_after is not None and args.kill_replica not in job.names:
+        raise ValueError(
+            f"--kill-replica: {args.kill_replica} is not a replica of this job "
+            f"(e.g. {' or '.join(job.names)}); the kill drill cannot fire"
+        )
+    return job, config
+
+
+def print_env(job: Job, command: list[str], envs: dict[str, dict[str, str]] | None = None) -> None:
+    print("command: " + " ".join(command))
+    for pool, index in job.replicas:
+        name = replica_name(pool, index)
+        print(f"{name}:")
+        env = envs[name] if envs is not None else replica_env(job, pool, index)
+        for key, value in env.items():
+            print(f"  {key}={value}")
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run") -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv, prog)
+    try:
+        job, config = build(args)
+    except ModuleNotFoundError as error:  # config needs PyYAML
+        problem = f"{sys.executable} cannot import {error.name}: {preflight.FIX}"
+        print(f"ERROR: {problem}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as error:  # config.ConfigError is a ValueError
+        for line in getattr(error, "problems", None) or [str(error)]:
+            print(f"ERROR: {line}", file=sys.stderr)
+        return 2
+    image = None
+    if args.image is not None:
+        image = args.image or images.default_image(config)
+    elif args.gpus:
+        print(
+            "ERROR: --gpus (GPUS=) is for container runs (--image, IMAGE=1); "
+            "a replica run as a process sees this machine's GPUs already",
+            file=sys.stderr,
+        )
+        return 2
+    if args.print_env:
+        if image is None:
+            print_env(job, ProcessLauncher(args.module, project_root()).command(job.args))
+        else:
+            envs = images.container_environments(job, config.base_output_dir, config.job.env)
+            print_env(job, ["docker", "run", image, *job.args], envs)
+        return 0
+    if image is not None:
+        problem = images.check_image(image)
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
+    elif args.module == "trainer.task":
+        problem = preflight.check(project_root())
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
+    if not args.output_dir:
+        root = Path(args.jobs_root)
+        if not args.resume:
+            folder = folders.new_job_folder(root, config.job.display_name)
+            job = dataclasses.replace(job, output_dir=str(folder))
+        folders.point_latest(root, job.output_dir)
+    os.makedirs(job.output_dir, exist_ok=True)
+    if image is not None:
+        launcher = images.ContainerLauncher(image, job, config.base_output_dir, args.gpus)
+    else:
+        launcher = ProcessLauncher(args.module, project_root(), tmp_prefix=f"local_run-{job.job_id}-")
+    try:
+        return run(job, config, args, launcher)
+    finally:
+        launcher.close()
+
+
+def run(job: Job, config, args: argparse.Namespace, launcher) -> int:
+    """Supervise the job's replicas to the end; print where its outputs are."""
+    counts = ", ".join(f"{pool} x{len(hosts)}" for pool, hosts in job.pools.items())
+    trial = f", HPT trial {job.trial}" if job.trial else ""
+    print(f"local_run | job {job.job_id}: {counts}{trial}", flush=True)
+    print(f"local_run | job folder (base output dir): {job.output_dir}/", flush=True)
+    print(f"local_run | command: {' '.join(launcher.command(job.args))}", flush=True)
+    scheduling = config.job.scheduling
+    restart_job = args.restart_job_on_worker_restart
+    if restart_job is None:
+        restart_job = scheduling.restart_job_on_worker_restart
+    timeout = args.timeout if args.timeout is not None else float(scheduling.timeout_seconds)
+    kill = {"seconds": None, "checkpoints": 0}
+    if args.kill_after is not None:
+        kill[args.kill_after[0]] = args.kill_after[1]
+
+    containers = isinstance(launcher, images.ContainerLauncher)
+    if containers:
+        envs = images.container_environments(job, config.base_output_dir, config.job.env)
+        print(
+            f"local_run | containers of {launcher.image} on network vt-{launcher.run_id}; "
+            f"the job folder is {launcher.container_dir}/ in them",
+            flush=True,
+        )
+    else:
+        envs = environments(job, config.job.env)
+    cpus = cpu_slices(len(job.replicas)) if args.split_cpus else [None] * len(job.replicas)
+    replicas = [
+        Replica(pool, index, list(job.args), envs[replica_name(pool, index)], cpus=slice_)
+        for (pool, index), slice_ in zip(job.replicas, cpus, strict=True)
+    ]
+    if any(cpus):
+        shares = (f"{r.name} {','.join(map(str, sorted(r.cpus)))}" for r in replicas)
+        print(f"local_run | CPUs of each replica: {'; '.join(shares)}", flush=True)
+
+    def renew() -> dict[str, dict[str, str]]:
+        return environments(job.with_new_ports(), config.job.env)
+
+    supervisor = Supervisor(
+        replicas,
+        launcher,
+        max_restarts=args.max_restarts,
+        restart_job_on_worker_restart=restart_job,
+        timeout=timeout,
+        grace=args.grace,
+        kill_after=kill["seconds"],
+        kill_at_checkpoint=kill["checkpoints"],
+        kill_replica=args.kill_replica,
+        checkpoint_dir=job.checkpoint_dir,
+        # Restarted containers are new hosts: their ports are free again.
+        renew_env=None if containers else renew,
+    )
+    status = supervisor.run()
+    chief_env = replica_env(job, *job.replicas[0])
+    if status == 0:
+        print(f"local_run | model: {chief_env['AIP_MODEL_DIR']}")
+        last = last_measurement(chief_env["CLOUD_ML_HP_METRIC_FILE"])
+        if last:
+            print(f"local_run | last metric the chief reported: {last}")
+    print(f"local_run | job folder: {job.output_dir}/", flush=True)
+    return status
+
+
+def last_measurement(path: str) -> str:
+    """``accuracy=0.91 at step 3`` from the last line cloudml-hypertune wrote ('' if none)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = [line for line in handle.read().splitlines() if line.strip()]
+        record = json.loads(lines[-1])
+    except (OSError, IndexError, ValueError):
+        return ""
+    known = {"checkpoint_path", "global_step", "timestamp", "trial"}
+    values = [f"{key}={value}" for key, value in record.items() if key not in known]
+    return f"{', '.join(values)} at step {record.get('global_step', '?')} ({path})"

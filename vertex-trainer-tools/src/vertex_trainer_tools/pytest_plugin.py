@@ -1,0 +1,108 @@
+"""pytest fixtures that run the project's own trainer through the local Vertex emulator.
+
+Installed with the package (entry point ``pytest11``), so a generated project's tests use them
+without imports. Each fixture runs ``vertex-tools local-run`` from the project's folder, the
+way ``make train-local`` does, and returns a ``LocalJob`` (exit code, each replica's lines per
+attempt, its hypertune metrics, the job folder):
+
+    def test_resumes(tmp_path, kill_and_resume):
+        job = kill_and_resume(tmp_path / "job", ["--epochs=2"], replicas=2)
+        assert "Resuming from" in "\\n".join(job.lines(attempt=2))
+
+A user who changes the model keeps these drills on their own code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from vertex_trainer_tools.project import project_root
+from vertex_trainer_tools.testing import CHIEF, LocalJob, run_local_job
+
+
+@pytest.fixture(scope="session")
+def vertex_project(pytestconfig) -> Path:
+    """The project under test: the folder with vertex.yaml at or above pytest's rootdir."""
+    return project_root(pytestconfig.rootpath)
+
+
+@pytest.fixture
+def local_job(vertex_project):
+    """``local_job(output_dir, trainer_args, replicas=1, runner_args=(), ...)``: one job run.
+
+    ``output_dir`` is the job folder (``--output-dir``); ``runner_args`` are further
+    ``vertex-tools local-run`` flags (``--image``, ``--print-env`` ...).
+    """
+
+    def run(
+        output_dir: Path,
+        trainer_args: Sequence[str] = (),
+        *,
+        replicas: int = 1,
+        runner_args: Sequence[str] = (),
+        timeout: float = 600,
+        env: dict[str, str] | None = None,
+    ) -> LocalJob:
+        flags = [f"--replicas={replicas}", *runner_args]
+        return run_local_job(
+            output_dir, flags, list(trainer_args), timeout, env, project=vertex_project
+        )
+
+    return run
+
+
+@pytest.fixture
+def kill_and_resume(local_job):
+    """``kill_and_resume(output_dir, trainer_args, replicas=2, after="checkpoint", ...)``.
+
+    The preemption drill: the emulator SIGKILLs ``replica`` once ``after`` is reached (a
+    checkpoint saved, ``checkpoint:N``, or seconds), reruns it (every replica with
+    ``restart_job``, as Vertex's ``restart_job_on_worker_restart``) and the job must succeed.
+    Fails the test with the job's output when the drill did not fire or the job failed.
+    """
+
+    def run(
+        output_dir: Path,
+        trainer_args: Sequence[str] = (),
+        *,
+        replicas: int = 2,
+        after: str = "checkpoint",
+        replica: str = CHIEF,
+        restart_job: bool | None = None,
+        runner_args: Sequence[str] = (),
+        **options,
+    ) -> LocalJob:
+        drill = [f"--kill-after={after}", f"--kill-replica={replica}", *runner_args]
+        if restart_job is not None:
+            drill.append(f"--{'' if restart_job else 'no-'}restart-job-on-worker-restart")
+        job = local_job(
+            output_dir, trainer_args, replicas=replicas, runner_args=drill, **options
+        )
+        assert job.returncode == 0, job.tail()
+        assert f"kill drill: SIGKILL to {replica}" in job.output, job.tail()
+        assert job.attempts(replica) == 2, job.tail()
+        return job
+
+    return run
+
+
+@pytest.fixture
+def hpt_trial(local_job):
+    """``hpt_trial(output_dir, trainer_args, trial=1)``: the job as trial N of vertex.yaml's study.
+
+    The emulator appends the trial's ``--<parameter>=<value>`` arguments, as Vertex does, and
+    gives the job folder its ``<trial>/`` level; ``job.metrics()`` reads what the chief reported.
+    """
+
+    def run(
+        output_dir: Path, trainer_args: Sequence[str] = (), *, trial: int = 1, **options
+    ) -> LocalJob:
+        runner_args = [f"--hpt-trial={trial}", *options.pop("runner_args", ())]
+        job = local_job(output_dir, trainer_args, runner_args=runner_args, **options)
+        job.trial = str(trial)
+        return job
+
+    return run

@@ -1,0 +1,218 @@
+"""The Vertex AI requests of ``vertex.yaml``: built from the config only, the same for dry runs,
+gcloud YAML and submission (``submit.py`` sends them).
+
+- ``worker_pool_specs``: ``job.worker_pools`` (and ``job.reduction_server`` as pool 2) as the
+  SDK's snake_case dicts;
+- ``run_options``: the keyword arguments of ``CustomJob.submit``/``HyperparameterTuningJob.run``
+  (service account, network, scheduling: timeout, strategy, max wait, ...);
+- ``apply_run_options``: what the SDK sets from those options, for dry runs and gcloud YAML;
+- ``write_gcloud_config``: the YAML ``gcloud ai ... create --config`` reads.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from pathlib import Path
+from typing import Any
+
+from vertex_trainer_tools import config as config_lib
+
+NAME_LIMIT = 128  # Vertex display names: at most 128 UTF-8 characters
+GCLOUD_DIR = "build/gcloud"
+
+
+def unique_display_name(base: str, now: datetime.datetime | None = None) -> str:
+    """``<base>-<UTC timestamp>``: unique per second, within Vertex's 128 characters.
+
+    Kept to lowercase letters, digits and '-' because it also names the job's output folder.
+    """
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    stamp = now.strftime("%Y%m%d-%H%M%S")
+    safe = re.sub(r"[^a-z0-9-]+", "-", base.lower()).strip("-") or "job"
+    return f"{safe[: NAME_LIMIT - len(stamp) - 1].rstrip('-')}-{stamp}"
+
+
+def worker_pool_specs(
+    cfg: config_lib.Config,
+    image_uri: str,
+    args: list[str],
+    package_uri: str | None = None,
+) -> list[dict[str, Any]]:
+    """``job.worker_pools`` as the SDK's snake_case dicts; an empty pool stays ``{}``.
+
+    ``job.reduction_server`` becomes pool 2 (Google's image, no trainer args), after empty
+    pools where needed.
+    """
+    env = [{"name": name, "value": value} for name, value in cfg.job.env.items()]
+    specs: list[dict[str, Any]] = []
+    for pool in cfg.job.all_pools:
+        if pool.empty:
+            specs.append({})
+            continue
+        machine: dict[str, Any] = {"machine_type": pool.machine_type}
+        if pool.accelerator_count:
+            machine["accelerator_type"] = pool.accelerator_type
+            machine["accelerator_count"] = pool.accelerator_count
+        spec: dict[str, Any] = {
+            "machine_spec": machine,
+            "replica_count": pool.replica_count,
+            "disk_spec": {
+                "boot_disk_type": pool.boot_disk_type,
+                "boot_disk_size_gb": pool.boot_disk_size_gb,
+            },
+        }
+        if pool.image_uri:  # a pool with its own image (e.g. Reduction Server) gets no trainer args
+            spec["container_spec"] = {"image_uri": pool.image_uri}
+        elif package_uri:
+            spec["python_package_spec"] = {
+                "executor_image_uri": cfg.python_package.executor_image_uri,
+                "package_uris": [package_uri],
+                "python_module": cfg.python_package.python_module,
+                "args": list(args),
+                "env": env,
+            }
+        else:
+            spec["container_spec"] = {"image_uri": image_uri, "args": list(args), "env": env}
+        specs.append(spec)
+    return specs
+
+
+def run_options(cfg: config_lib.Config, hpt: bool) -> dict[str, Any]:
+    """Keyword arguments for ``CustomJob.submit`` / ``HyperparameterTuningJob.run``."""
+    from google.cloud.aiplatform.compat.types import custom_job as custom_job_types
+
+    job = cfg.job
+    strategy = job.scheduling.strategy  # STANDARD is what Vertex does when none is given
+    options: dict[str, Any] = {
+        "service_account": job.service_account or None,
+        "network": job.network or None,
+        "timeout": job.scheduling.timeout_seconds,
+        "restart_job_on_worker_restart": job.scheduling.restart_job_on_worker_restart,
+        "enable_web_access": job.enable_web_access,
+        "tensorboard": job.tensorboard or None,
+        "scheduling_strategy": (
+            None if strategy == "STANDARD" else custom_job_types.Scheduling.Strategy[strategy]
+        ),
+        "max_wait_duration": job.scheduling.max_wait,  # seconds; FLEX_START only
+    }
+    if not hpt:
+        options["experiment"] = job.experiment or None
+    return options
+
+
+def apply_run_options(spec: Any, options: dict[str, Any], cfg: config_lib.Config) -> None:
+    """Set on a CustomJobSpec what the SDK's ``submit``/``run`` set from the same options.
+
+    Used for dry runs and gcloud YAML; the tests compare the result with what the SDK POSTs.
+    """
+    from google.cloud.aiplatform.compat.types import custom_job as custom_job_types
+    from google.protobuf import duration_pb2
+
+    if options["service_account"]:
+        spec.service_account = options["service_account"]
+    if options["network"]:
+        spec.network = options["network"]
+    max_wait = options["max_wait_duration"]
+    if (
+        options["timeout"]
+        or options["restart_job_on_worker_restart"]
+        or options["scheduling_strategy"]
+        or max_wait is not None  # 0 is a valid value: wait as long as it takes
+    ):
+        spec.scheduling = custom_job_types.Scheduling(
+            timeout=duration_pb2.Duration(seconds=options["timeout"]),
+            restart_job_on_worker_restart=options["restart_job_on_worker_restart"],
+            strategy=options["scheduling_strategy"],
+            max_wait_duration=None if max_wait is None else duration_pb2.Duration(seconds=max_wait),
+        )
+    if options["enable_web_access"]:
+        spec.enable_web_access = True
+    if options["tensorboard"]:
+        spec.tensorboard = options["tensorboard"]
+    if options.get("experiment"):
+        spec.experiment = (
+            f"projects/{cfg.project}/locations/{cfg.region}/metadataStores/default/"
+            f"contexts/{options['experiment']}"
+        )
+
+
+def build_custom_job(
+    cfg: config_lib.Config,
+    display_name: str,
+    image_uri: str,
+    args: list[str],
+    package_uri: str | None = None,
+):
+    from google.cloud import aiplatform
+
+    return aiplatform.CustomJob(
+        display_name=display_name,
+        worker_pool_specs=worker_pool_specs(cfg, image_uri, args, package_uri),
+        base_output_dir=f"{cfg.base_output_dir}/{display_name}",
+        staging_bucket=cfg.staging_bucket,
+    )
+
+
+def build_hpt_job(cfg: config_lib.Config, display_name: str, custom_job):
+    """The study around a fresh (never run) CustomJob, whose spec it copies."""
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+
+    study = cfg.hpt
+    specs: dict[str, Any] = {}
+    for p in study.parameters:
+        if p.type == "double":
+            specs[p.id] = hpt.DoubleParameterSpec(min=p.min, max=p.max, scale=p.scale)
+        elif p.type == "integer":
+            specs[p.id] = hpt.IntegerParameterSpec(min=int(p.min), max=int(p.max), scale=p.scale)
+        elif p.type == "discrete":
+            specs[p.id] = hpt.DiscreteParameterSpec(values=list(p.values), scale=p.scale)
+        else:
+            specs[p.id] = hpt.CategoricalParameterSpec(values=list(p.values))
+    return aiplatform.HyperparameterTuningJob(
+        display_name=display_name,
+        custom_job=custom_job,
+        metric_spec={study.metric_id: study.goal},
+        parameter_spec=specs,
+        max_trial_count=study.max_trial_count,
+        parallel_trial_count=study.parallel_trial_count,
+        max_failed_trial_count=study.max_failed_trial_count,
+        search_algorithm=None if study.algorithm == "bayesian" else study.algorithm,
+        measurement_selection=study.measurement_selection,
+    )
+
+
+def write_gcloud_config(cfg, request: dict[str, Any], hpt: bool, display_name: str) -> list[str]:
+    """Write the YAML ``gcloud ai ... create --config`` reads; return the command to run it."""
+    import yaml
+
+    out = Path(GCLOUD_DIR)
+    out.mkdir(parents=True, exist_ok=True)
+    if hpt:
+        body = {k: v for k, v in request.items() if k != "displayName"}
+        path = out / "hpt-job.yaml"
+        command = [
+            "gcloud ai hp-tuning-jobs create",
+            f"--project={cfg.project}",
+            f"--region={cfg.region}",
+            f"--display-name={display_name}",
+            f"--max-trial-count={cfg.hpt.max_trial_count}",
+            f"--parallel-trial-count={cfg.hpt.parallel_trial_count}",
+            f"--config={path}",
+        ]
+    else:
+        body = request["jobSpec"]
+        path = out / "custom-job.yaml"
+        command = [
+            "gcloud ai custom-jobs create",
+            f"--project={cfg.project}",
+            f"--region={cfg.region}",
+            f"--display-name={display_name}",
+            f"--config={path}",
+        ]
+    header = (
+        f"# Generated from {cfg.path} by `make gcloud-config`; edit {cfg.path}, not this file.\n"
+    )
+    path.write_text(header + yaml.safe_dump(body, sort_keys=False))
+    return command

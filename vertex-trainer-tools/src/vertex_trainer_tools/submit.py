@@ -1,0 +1,409 @@
+"""Submit the training job or the tuning study described in ``vertex.yaml`` to Vertex AI.
+
+    vertex-tools submit [--hpt] [--package] [--dry-run] [--no-sync] [--tag TAG] [-- ARGS...]
+    vertex-tools submit --gcloud-config [--hpt]     # the same spec as YAML for gcloud --config
+
+It submits the image named in the config (``make build-push`` builds it) as a custom-container
+``CustomJob``, or with ``--package`` an sdist of this project run by the prebuilt container of
+``python_package.executor_image_uri``; ``--hpt`` wraps the job in a ``HyperparameterTuningJob``.
+``--dry-run`` prints the exact request body (camelCase JSON, as ``CustomJob.to_dict()`` gives it)
+without credentials or network. Arguments after ``--`` are appended to ``job.args``.
+
+Every check that can fail runs before the first API call, each failure being one ``ERROR:``
+line. ``VERTEX_API_ENDPOINT=http://127.0.0.1:PORT`` sends every API call (Vertex, Cloud Storage,
+the registry check) to a local stand-in over REST without credentials: the tests use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from build import BuildBackendException, BuildException, ProjectBuilder
+from pyproject_hooks import quiet_subprocess_runner
+
+from vertex_trainer_tools import config as config_lib
+from vertex_trainer_tools import preflight
+from vertex_trainer_tools.render import (
+    GCLOUD_DIR,
+    apply_run_options,
+    build_custom_job,
+    build_hpt_job,
+    run_options,
+    unique_display_name,
+    write_gcloud_config,
+)
+
+ENDPOINT_ENV = "VERTEX_API_ENDPOINT"
+PREBUILT_IMAGE_HOSTS = ("docker.pkg.dev/vertex-ai/", "docker.pkg.dev/vertex-ai-restricted/")
+MANIFEST_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+)
+LOGIN_HINT = "run `gcloud auth application-default login`"
+
+logger = logging.getLogger(__name__)
+
+
+class SubmitError(Exception):
+    """A problem found before (or reported by) Vertex: printed as one ``ERROR:`` line each."""
+
+    def __init__(self, *lines: str):
+        self.lines = list(lines)
+        super().__init__("\n".join(lines))
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks before any API call.
+
+
+def offline_problems(
+    cfg: config_lib.Config,
+    hpt: bool,
+    package: bool,
+    image_uri: str,
+    trainer_args: list[str] | None = None,
+) -> list[str]:
+    """What would make Vertex refuse the job (or tune nothing), knowable before any API call:
+    the config, Vertex's names and, for a study, the trainer's flags and metric."""
+    problems = []
+    if hpt and cfg.hpt is None:
+        problems.append(f"{cfg.path}: hpt: missing: describe the study there to tune")
+    if package and (cfg.python_package is None or not cfg.python_package.executor_image_uri):
+        problems.append(f"{cfg.path}: python_package.executor_image_uri: missing for --package")
+    if not package and not re.match(r"^[a-z0-9.-]+(:[0-9]+)?/[^:@\s]+[:@][^\s]+$", image_uri):
+        problems.append(f"image {image_uri!r} is not a full image URI (HOST/PATH:TAG)")
+    problems += preflight.problems(cfg, trainer_args, hpt=hpt)
+    if cfg.job.experiment and not cfg.job.service_account:
+        problems.append(f"{cfg.path}: job.service_account: an experiment needs a service account")
+    return problems
+
+
+def default_credentials():
+    """Application Default Credentials, or one line saying how to get them."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, _ = google.auth.default(
+            scopes=["https://www.googleapis.com/auth/cloud-platform"]
+        )
+    except DefaultCredentialsError:
+        raise SubmitError(f"no Google Cloud credentials found: {LOGIN_HINT}") from None
+    return credentials
+
+
+def storage_client(cfg: config_lib.Config, credentials, endpoint: str | None):
+    from google.cloud import storage
+
+    options = {"api_endpoint": endpoint} if endpoint else None
+    return storage.Client(project=cfg.project, credentials=credentials, client_options=options)
+
+
+MULTI_REGIONS = {"us": "us-", "eu": "europe-", "asia": "asia-"}
+
+
+def check_buckets(cfg: config_lib.Config, client) -> None:
+    """The staging and output buckets exist and sit in (or, multi-region, around) the region."""
+    from google.api_core import exceptions
+
+    names = dict.fromkeys([cfg.bucket_name, cfg.base_output_dir[5:].split("/", 1)[0]])
+    for name in names:
+        try:
+            bucket = client.get_bucket(name)
+        except exceptions.NotFound:
+            raise SubmitError(f"bucket gs://{name} does not exist: run `make gcp-setup`") from None
+        except exceptions.GoogleAPICallError as error:
+            logger.warning("Could not check bucket gs://%s (%s)", name, error.message)
+            continue
+        location = (bucket.location or "").lower()
+        if location == cfg.region:
+            continue
+        prefix = MULTI_REGIONS.get(location)
+        if prefix and cfg.region.startswith(prefix):
+            logger.warning(
+                "Bucket gs://%s is multi-region %s: Vertex's /gcs/ mount wants a bucket in %s",
+                name,
+                location.upper(),
+                cfg.region,
+            )
+            continue
+        raise SubmitError(
+            f"bucket gs://{name} is in {location or 'an unknown location'} but jobs run in "
+            f"{cfg.region}: use a bucket in {cfg.region} (or change region in {cfg.path})"
+        )
+
+
+def check_image(image_uri: str, credentials, endpoint: str | None) -> None:
+    """The image exists in its registry (Artifact Registry / gcr.io), else `make build-push`."""
+    host, _, rest = image_uri.partition("/")
+    if any(marker in image_uri for marker in PREBUILT_IMAGE_HOSTS) or not (
+        host.endswith("docker.pkg.dev") or host.endswith("gcr.io")
+    ):
+        return
+    path, tag = (rest.split("@", 1) if "@" in rest else rest.rsplit(":", 1)) if rest else ("", "")
+    url = f"{endpoint or 'https://' + host}/v2/{path}/manifests/{tag}"
+    import requests
+
+    if endpoint:
+        session = requests.Session()
+    else:
+        from google.auth.transport.requests import AuthorizedSession
+
+        session = AuthorizedSession(credentials)
+    try:
+        response = session.head(url, headers={"Accept": ", ".join(MANIFEST_TYPES)}, timeout=30)
+    except requests.RequestException as error:
+        logger.warning("Could not check image %s (%s)", image_uri, error)
+        return
+    if response.status_code == 404:
+        raise SubmitError(f"image {image_uri} not found in its registry: run `make build-push`")
+    if response.status_code >= 400:
+        logger.warning("Could not check image %s (HTTP %d)", image_uri, response.status_code)
+
+
+# ---------------------------------------------------------------------------------------------
+# Python-package mode.
+
+
+def build_sdist(project_dir: Path, dist_dir: Path) -> Path:
+    """The sdist Vertex's prebuilt container pip-installs, built by ``build`` (PEP 517).
+
+    It builds in this environment (no isolated one to download), so it works offline.
+    """
+    before = set(project_dir.glob("*.egg-info"))
+    try:
+        builder = ProjectBuilder(project_dir, runner=quiet_subprocess_runner)
+        missing = builder.check_dependencies("sdist")
+        if missing:
+            needed = ", ".join(sorted(next(iter(group)) for group in missing))
+            raise SubmitError(f"building the sdist needs {needed}: pip install it")
+        return Path(builder.build("sdist", dist_dir))
+    except (BuildException, BuildBackendException) as error:
+        raise SubmitError(f"building the sdist of {project_dir} failed: {error}") from None
+    finally:  # setuptools leaves its egg-info in the project: not the user's file
+        for leftover in set(project_dir.glob("*.egg-info")) - before:
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def package_uri(cfg: config_lib.Config, display_name: str, sdist: Path) -> str:
+    return f"{cfg.staging_bucket}/packages/{display_name}/{sdist.name}"
+
+
+def upload(client, uri: str, path: Path) -> None:
+    from google.api_core import exceptions
+
+    bucket_name, _, blob_name = uri[len("gs://") :].partition("/")
+    try:
+        client.bucket(bucket_name).blob(blob_name).upload_from_filename(str(path))
+    except exceptions.GoogleAPICallError as error:
+        raise SubmitError(f"cannot upload {path} to {uri}: {error.message}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line.
+
+
+def parse_args(argv: list[str], prog: str = "vertex-tools submit") -> argparse.Namespace:
+    if "--" in argv:
+        split = argv.index("--")
+        argv, extra = argv[:split], argv[split + 1 :]
+    else:
+        extra = []
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Submit vertex.yaml's job (or --hpt study) to Vertex AI.",
+        epilog="Arguments after -- are appended to the trainer's args.",
+    )
+    parser.add_argument("--config", default=config_lib.DEFAULT_PATH, help="default: vertex.yaml")
+    parser.add_argument("--hpt", action="store_true", help="submit the hyperparameter study")
+    parser.add_argument(
+        "--package",
+        action="store_true",
+        help="python-package mode: sdist on the prebuilt executor image, no custom image",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the request JSON; no credentials, no network"
+    )
+    parser.add_argument(
+        "--gcloud-config",
+        action="store_true",
+        help=f"write the spec as gcloud --config YAML under {GCLOUD_DIR}/ and print the command",
+    )
+    parser.add_argument(
+        "--sync",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="wait for the job to end and fail if it fails (default: --sync)",
+    )
+    parser.add_argument("--tag", default="", help="image tag to run instead of image.tag")
+    parser.add_argument("--image", default="", help="full image URI instead of the config's")
+    parser.add_argument("--display-name", default="", help="base name instead of the config's")
+    parser.add_argument("--dist-dir", default="dist", help="where --package builds the sdist")
+    parser.add_argument(
+        "--skip-remote-checks",
+        action="store_true",
+        help="do not look up the buckets and the image before submitting",
+    )
+    args = parser.parse_args(argv)
+    args.trainer_args = extra
+    return args
+
+
+def init_sdk(cfg: config_lib.Config, credentials, endpoint: str | None) -> None:
+    from google.cloud import aiplatform
+
+    options: dict[str, Any] = {}
+    if endpoint:
+        options = {"api_endpoint": endpoint, "api_transport": "rest"}
+    try:
+        aiplatform.init(
+            project=cfg.project,
+            location=cfg.region,
+            staging_bucket=cfg.staging_bucket,
+            credentials=credentials,
+            **options,
+        )
+    except ValueError as error:  # never the SDK's whole list of regions: one line
+        why = "not a Vertex AI region" if "region" in str(error) else str(error).splitlines()[0]
+        raise SubmitError(f"{cfg.path}: region: {cfg.region!r}: {why}") from None
+
+
+def log_hint(hpt: bool, resource_name: str, region: str) -> str:
+    kind = "hp-tuning-jobs" if hpt else "custom-jobs"
+    job_id = resource_name.rsplit("/", 1)[-1]
+    return f"gcloud ai {kind} stream-logs {job_id} --region={region}"
+
+
+def submit(args: argparse.Namespace) -> int:
+    cfg = config_lib.load(args.config)
+    offline = args.dry_run or args.gcloud_config
+    image_uri = args.image or (cfg.image_uri_with_tag(args.tag) if args.tag else cfg.image_uri)
+    trainer_args = list(cfg.job.args) + list(args.trainer_args)
+    problems = offline_problems(cfg, args.hpt, args.package, image_uri, trainer_args)
+    placeholders = cfg.placeholders()
+    if offline:
+        for line in placeholders:
+            print(f"WARNING: {line} (submitting refuses it)", file=sys.stderr)
+    else:
+        problems = placeholders + problems
+    if problems:
+        raise SubmitError(*problems)
+    if args.hpt and cfg.job.experiment:
+        print(
+            f"WARNING: {cfg.path}: job.experiment is not used by tuning studies "
+            "(HyperparameterTuningJob.run takes no experiment); use job.tensorboard for them",
+            file=sys.stderr,
+        )
+
+    base = args.display_name or (cfg.hpt.display_name if args.hpt else cfg.job.display_name)
+    display_name = unique_display_name(base)
+
+    endpoint = os.environ.get(ENDPOINT_ENV, "").rstrip("/") or None
+    from google.auth.credentials import AnonymousCredentials
+
+    if offline or endpoint:
+        credentials = AnonymousCredentials()
+    else:
+        credentials = default_credentials()
+    init_sdk(cfg, credentials, None if offline else endpoint)
+
+    client = None
+    if not offline:
+        client = storage_client(cfg, credentials, endpoint)
+        if not args.skip_remote_checks:
+            check_buckets(cfg, client)
+            if not args.package:
+                check_image(image_uri, credentials, endpoint)
+
+    package = None
+    if args.package:
+        sdist = build_sdist(Path.cwd(), Path(args.dist_dir))
+        package = package_uri(cfg, display_name, sdist)
+        if offline:
+            print(f"Built {sdist} (not uploaded: would go to {package})", file=sys.stderr)
+        else:
+            upload(client, package, sdist)
+            print(f"Uploaded {sdist} to {package}")
+
+    job = build_custom_job(cfg, display_name, image_uri, trainer_args, package)
+    options = run_options(cfg, args.hpt)
+    hpt_job = build_hpt_job(cfg, display_name, job) if args.hpt else None
+
+    if offline:
+        target = hpt_job._gca_resource.trial_job_spec if hpt_job else job.job_spec
+        apply_run_options(target, options, cfg)
+        request = (hpt_job or job).to_dict()
+        if args.gcloud_config:
+            command = write_gcloud_config(cfg, request, args.hpt, display_name)
+            if args.package:
+                print(f"gcloud storage cp {sdist} {package}")
+            print(" \\\n    ".join(command))
+        else:
+            print(json.dumps(request, indent=2))
+        return 0
+    return run(cfg, args, job, hpt_job, options)
+
+
+def run(cfg, args, job, hpt_job, options) -> int:
+    """Create the job, print where to watch it, and (``--sync``) wait for its end."""
+    from google.api_core import exceptions
+
+    try:
+        if hpt_job is None:
+            job.submit(**options)
+            resource = job
+        else:
+            hpt_job.run(sync=False, **options)
+            hpt_job.wait_for_resource_creation()
+            resource = hpt_job
+        print(f"Submitted {resource.resource_name}")
+        print(f"  view:  {resource._dashboard_uri()}")
+        print(f"  logs:  {log_hint(hpt_job is not None, resource.resource_name, cfg.region)}")
+        sys.stdout.flush()
+        if not args.sync:
+            if hpt_job is not None:
+                # The SDK polls the study in a worker thread that Python joins at exit; the job
+                # is created and nothing is left to do here, so leave without waiting for it.
+                sys.stderr.flush()
+                os._exit(0)
+            return 0
+        if hpt_job is None:
+            job.wait_for_completion()
+        else:
+            hpt_job.wait()
+    except RuntimeError as error:
+        resource = hpt_job or job
+        state = resource._gca_resource.state.name
+        message = resource._gca_resource.error.message or str(error).splitlines()[0]
+        raise SubmitError(f"{resource.resource_name} ended in {state}: {message}") from None
+    except exceptions.GoogleAPICallError as error:
+        raise SubmitError(f"Vertex AI refused the request: {error.message}") from None
+    print(f"{resource.resource_name} ended in {resource.state.name}")
+    return 0
+
+
+def main(argv: list[str] | None = None, prog: str = "vertex-tools submit") -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    # google-api-core warns, once per generated module, about Python versions it will drop.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\..*")
+    args = parse_args(sys.argv[1:] if argv is None else argv, prog)
+    try:
+        return submit(args)
+    except config_lib.ConfigError as error:
+        lines = error.problems
+    except SubmitError as error:
+        lines = error.lines
+    for line in lines:
+        print(f"ERROR: {line}", file=sys.stderr)
+    return 1

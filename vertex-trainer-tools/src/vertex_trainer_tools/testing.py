@@ -1,0 +1,252 @@
+"""Run a project's job through the local emulator the way a user does, for drill tests.
+
+``run_local_job`` starts ``vertex-tools local-run`` in its own process from the project's
+folder, collects each replica's log lines per attempt and its hypertune metrics, and proves
+that nothing is left behind. The pytest plugin (``pytest_plugin``) wraps it in fixtures;
+``FAKE_TRAINER`` stands in for ``trainer.task`` in the tests of the emulator itself.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from vertex_trainer_tools.project import project_root
+
+CHIEF = "workerpool0-0"
+
+
+# A stand-in for trainer.task for tests of the runner itself (not of a framework).
+FAKE_TRAINER = r'''
+"""A stand-in for trainer.task: behaves as the test's flags say, records what it saw."""
+import argparse, json, os, signal, subprocess, sys, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--state", required=True)
+parser.add_argument("--chief-seconds", type=float, default=0.3)
+parser.add_argument("--worker-seconds", type=float, default=3600)
+parser.add_argument("--fail", action="append", default=[])  # NAME:ATTEMPTS:EXIT_CODE
+parser.add_argument("--chief-needs", default="")  # NAME:ATTEMPT that must have started
+parser.add_argument("--worker-needs", default="")  # the same, before a worker does anything
+parser.add_argument("--chief-succeeds-on-attempt", type=int, default=1)
+parser.add_argument("--steps", type=int, default=0)  # chief saves a checkpoint per step
+parser.add_argument("--ignore-sigterm", action="store_true")
+parser.add_argument("--grandchild", action="store_true")
+parser.add_argument("--grandchild-session", action="store_true")  # as torchrun starts workers
+args, _ = parser.parse_known_args()
+
+
+def started(who):
+    path = os.path.join(args.state, who + ".starts")
+    return len(open(path).read().split()) if os.path.exists(path) else 0
+
+
+def wait_for(rule):
+    who, wanted = rule.split(":")
+    # Generous: on a loaded machine a replica's Python can take many seconds to start, and
+    # giving up early would let the chief go on without it (a failure that is no bug).
+    deadline = time.monotonic() + 600
+    while started(who) < int(wanted) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+spec = json.loads(os.environ["CLUSTER_SPEC"])
+name = f"{spec['task']['type']}-{spec['task']['index']}"
+attempt = started(name) + 1
+if args.ignore_sigterm:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if args.grandchild or args.grandchild_session:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(3600)"],
+        start_new_session=args.grandchild_session,
+    )
+    with open(os.path.join(args.state, f"{name}-{attempt}.grandchild"), "w") as handle:
+        handle.write(str(child.pid))
+with open(os.path.join(args.state, f"{name}-{attempt}.json"), "w") as handle:
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cpus": cpus}, handle)
+# Recorded last: once a start is counted, everything above has happened.
+with open(os.path.join(args.state, name + ".starts"), "a") as handle:
+    handle.write(f"{os.getpid()}\n")
+print(f"hello from {name} attempt {attempt}", flush=True)
+if args.worker_needs and name != "workerpool0-0":
+    wait_for(args.worker_needs)
+for rule in args.fail:
+    who, times, code = rule.split(":")
+    if who == name and attempt <= int(times):
+        print(f"{name} fails on purpose", flush=True)
+        sys.exit(int(code))
+if name != "workerpool0-0":
+    time.sleep(args.worker_seconds)
+    sys.exit(0)
+if args.chief_needs:
+    wait_for(args.chief_needs)
+if attempt < args.chief_succeeds_on_attempt:
+    time.sleep(3600)
+if args.steps:
+    root = os.environ["AIP_CHECKPOINT_DIR"]
+    os.makedirs(root, exist_ok=True)
+    done = [int(n.split("-")[1]) for n in os.listdir(root)
+            if os.path.exists(os.path.join(root, n, "COMPLETE"))]
+    start = max(done, default=0)
+    print(f"resuming from step {start}", flush=True)
+    for step in range(start + 1, args.steps + 1):
+        time.sleep(0.3)
+        folder = os.path.join(root, f"checkpoint-{step}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "COMPLETE"), "w") as handle:
+            handle.write("{}")
+        print(f"step {step}", flush=True)
+time.sleep(args.chief_seconds)
+print(f"{name} done", flush=True)
+'''
+
+
+def install_fake_trainer(tmp_path: Path, monkeypatch) -> Path:
+    """Make ``FAKE_TRAINER`` importable as ``fake_trainer``; return the folder it records in."""
+    (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    return state
+
+
+def job_processes(job_id: str) -> list[int]:
+    """Live processes (not zombies) whose environment carries this job's CLOUD_ML_JOB_ID."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if process.environ().get("CLOUD_ML_JOB_ID") == job_id:
+                found.append(process.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def runner_temp_dirs(job_id: str) -> list[str]:
+    """The runner's per-job temporary folders (each replica's TMPDIR lives in one)."""
+    return glob.glob(os.path.join(tempfile.gettempdir(), f"local_run-{job_id}-*"))
+
+
+@dataclass
+class LocalJob:
+    """What one run of the local runner printed and left in its output directory."""
+
+    returncode: int
+    output: str
+    output_dir: Path
+    job_id: str
+    seconds: float
+    trial: str | None = None  # the HPT trial the job ran as, if any
+
+    def lines(self, replica: str = CHIEF, attempt: int | None = None) -> list[str]:
+        """The replica's own log lines (prefix removed), of one attempt or of all."""
+        lines, current = [], 1
+        for line in self.output.splitlines():
+            started = re.match(rf"local_run \| starting {replica}(?: \(attempt (\d+)\))?$", line)
+            if started:
+                current = int(started.group(1) or 1)
+            elif line.startswith(f"{replica} | ") and attempt in (None, current):
+                lines.append(line[len(replica) + 3 :])
+        return lines
+
+    def attempts(self, replica: str = CHIEF) -> int:
+        return len(re.findall(rf"^local_run \| starting {replica}\b", self.output, re.M))
+
+    def metrics_file(self, replica: str = CHIEF, trial: str | None = None) -> Path:
+        trial = trial or self.trial
+        run_dir = self.output_dir / trial if trial else self.output_dir
+        return run_dir / "hypertune" / replica / "output.metrics"
+
+    def metrics(self, replica: str = CHIEF) -> list[dict]:
+        """The JSON lines cloudml-hypertune wrote for the replica's last attempt."""
+        path = self.metrics_file(replica)
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def reported_steps(self, replica: str = CHIEF) -> list[int]:
+        return [int(line["global_step"]) for line in self.metrics(replica)]
+
+    def tail(self, characters: int = 6000) -> str:
+        return self.output[-characters:]
+
+
+def run_local_job(
+    output_dir: Path,
+    runner_args: list[str],
+    trainer_args: list[str],
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+    project: Path | None = None,
+) -> LocalJob:
+    """``vertex-tools local-run RUNNER_ARGS -- TRAINER_ARGS`` from the project root.
+
+    On timeout the runner gets SIGTERM (it stops its replicas), then SIGKILL; the caller's
+    test then fails on the non-zero return code. Afterwards no process of the job and no
+    temporary folder of the runner may remain.
+    """
+    job_id = str(random.SystemRandom().randrange(10**18, 10**19))
+    command = [
+        sys.executable,
+        "-m",
+        "vertex_trainer_tools",
+        "local-run",
+        f"--output-dir={output_dir}",
+        f"--job-id={job_id}",
+        "--grace=5",
+        *runner_args,
+        "--",
+        *trainer_args,
+    ]
+    started = time.monotonic()
+    process = subprocess.Popen(
+        command,
+        cwd=project or project_root(),
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)
+        try:
+            output, _ = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+        output += f"\n[test] the runner was stopped after {timeout:.0f} s\n"
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    seconds = time.monotonic() - started
+    deadline = time.monotonic() + 60  # killed processes vanish at once unless the load is high
+    while job_processes(job_id) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    leftovers = job_processes(job_id)
+    for pid in leftovers:  # never leave them running, but fail the test below
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not leftovers, f"processes of job {job_id} left behind: {leftovers}\n{output[-3000:]}"
+    assert not runner_temp_dirs(job_id), "the runner left its temporary folder behind"
+    return LocalJob(process.returncode, output, Path(output_dir), job_id, seconds)

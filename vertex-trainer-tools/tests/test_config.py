@@ -1,0 +1,422 @@
+"""config.py: vertex.yaml is read, checked and turned into derived values in one place."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import PROJECT
+config_lib = importlib.import_module("vertex_trainer_tools.config")
+
+RAW = yaml.safe_load((PROJECT / "vertex.yaml").read_text())
+
+
+def real_values(raw: dict) -> dict:
+    """The project's own vertex.yaml with the template's placeholders replaced."""
+    data = copy.deepcopy(raw)
+    data["project"] = "demo-project-123"
+    data["staging_bucket"] = "gs://demo-bucket"
+    data["base_output_dir"] = "gs://demo-bucket/runs"
+    return data
+
+
+def parse(data: dict) -> config_lib.Config:
+    return config_lib.parse(data, "vertex.yaml")
+
+
+def problems(data: dict) -> list[str]:
+    with pytest.raises(config_lib.ConfigError) as caught:
+        parse(data)
+    return caught.value.problems
+
+
+def test_the_generated_config_is_valid_and_names_its_placeholders():
+    cfg = config_lib.load(PROJECT / "vertex.yaml")
+    assert cfg.job.worker_pools[0].machine_type
+    assert cfg.hpt is not None and cfg.hpt.parameters
+    assert cfg.python_package is not None
+    # The template's default project is a placeholder: submit refuses it, offline tools warn.
+    flagged = any(": project: " in line for line in cfg.placeholders())
+    assert flagged == (cfg.project == "my-gcp-project")
+    assert parse(real_values(RAW)).placeholders() == []
+
+
+def test_derived_values_come_from_the_parts():
+    data = real_values(RAW)
+    data["image"].update(registry_host="europe-west4-docker.pkg.dev", name="img", tag="v1")
+    data["region"] = "europe-west4"
+    cfg = parse(data)
+    repo = data["image"]["repository"]
+    assert cfg.image_repository == f"europe-west4-docker.pkg.dev/demo-project-123/{repo}/img"
+    assert cfg.image_uri == cfg.image_repository + ":v1"
+    assert cfg.image_uri_with_tag("abc123").endswith("/img:abc123")
+    assert cfg.registry_location == "europe-west4"
+    assert cfg.bucket_name == "demo-bucket"
+    assert cfg.get("image_uri") == cfg.image_uri
+    assert cfg.get("job.worker_pools.0.replica_count") == 1
+    with pytest.raises(KeyError):
+        cfg.get("job.nope")
+
+
+def test_get_command_prints_one_value_for_the_makefile(tmp_path):
+    path = tmp_path / "vertex.yaml"
+    path.write_text(yaml.safe_dump(real_values(RAW)))
+    run = subprocess.run(
+        [sys.executable, "-m", "vertex_trainer_tools", "get", f"--config={path}", "image_uri"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == config_lib.load(path).image_uri
+    run = subprocess.run(
+        [sys.executable, "-m", "vertex_trainer_tools", "check", "--config=vertex.yaml"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+    )
+    placeholders = config_lib.load(PROJECT / "vertex.yaml").placeholders()
+    assert run.returncode == (1 if placeholders else 0)
+    assert len(run.stderr.strip().splitlines()) == len(placeholders)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            lambda d: d.update(staging_bucket="my-bucket"),
+            "staging_bucket: 'my-bucket' is not a bucket URI",
+        ),
+        (lambda d: d.update(region="us central"), "region: 'us central' is not a region"),
+        (lambda d: d["image"].update(name=""), "image.name: missing"),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(acelerator_type="X"),
+            "did you mean 'accelerator_type'",
+        ),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(
+                accelerator_type="NVIDIA_TESLA_T4", accelerator_count=0
+            ),
+            "accelerator_count: must be >= 1",
+        ),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(
+                accelerator_type="nvidia t4", accelerator_count=1
+            ),
+            "unknown accelerator 'NVIDIA T4'",
+        ),
+        (
+            lambda d: d["job"].update(
+                tensorboard="projects/p/locations/us-central1/tensorboards/1"
+            ),
+            "needs a service account",
+        ),
+        (
+            lambda d: d["job"].update(
+                tensorboard="projects/p/locations/europe-west4/tensorboards/1",
+                service_account="sa@p.iam.gserviceaccount.com",
+            ),
+            "is in europe-west4 but jobs run in region us-central1",
+        ),
+        (
+            lambda d: d["image"].update(registry_host="europe-west4-docker.pkg.dev"),
+            "the registry is in europe-west4",
+        ),
+        (
+            lambda d: d["hpt"]["metric"].update(goal="up"),
+            "hpt.metric.goal: expected one of maximize, minimize",
+        ),
+        (
+            lambda d: d["hpt"]["parameters"].update(lr={"type": "double", "min": 1, "max": 0.1}),
+            "min (1) must be less than max (0.1)",
+        ),
+        (
+            lambda d: d["hpt"]["parameters"].update(bs={"type": "discrete", "values": [64, 32]}),
+            "distinct and increasing",
+        ),
+        (lambda d: d["hpt"].update(parallel_trial_count=99), "must not exceed max_trial_count"),
+        (lambda d: d["job"]["scheduling"].update(spot="yes"), "expected true or false"),
+    ],
+)
+def test_each_problem_is_one_line_naming_the_key(change, expected):
+    data = real_values(RAW)
+    if data.get("region") != "us-central1":
+        data["region"] = "us-central1"
+        data["image"]["registry_host"] = "us-central1-docker.pkg.dev"
+    change(data)
+    found = problems(data)
+    assert any(expected in line for line in found), found
+    assert all("\n" not in line and line.startswith("vertex.yaml: ") for line in found)
+
+
+def test_grid_search_rejects_continuous_parameters():
+    data = real_values(RAW)
+    data["hpt"]["algorithm"] = "grid"
+    data["hpt"]["parameters"] = {"lr": {"type": "double", "min": 0.1, "max": 0.2}}
+    assert any("grid search" in line for line in problems(data))
+
+
+def test_every_problem_is_reported_at_once():
+    data = real_values(RAW)
+    data["staging_bucket"] = "bucket"
+    data["image"]["name"] = ""
+    data["job"]["bogus"] = 1
+    assert len(problems(data)) >= 3
+
+
+def test_worker_pools_for_local_run_and_submit():
+    data = real_values(RAW)
+    chief = data["job"]["worker_pools"][0]
+    data["job"]["worker_pools"] = [chief, {**chief, "replica_count": 2}, {}, None]
+    data["job"]["env"] = {"FOO": "bar"}
+    cfg = parse(data)
+    pools = cfg.job.worker_pools
+    assert [p.replica_count for p in pools] == [1, 2, 0, 0]
+    assert pools[2].empty and not pools[1].empty
+    assert cfg.chief == pools[0]
+    assert cfg.job.env == {"FOO": "bar"}
+    data["job"]["worker_pools"] = [{}]
+    assert any("primary pool" in line for line in problems(data))
+
+
+def test_placeholders_are_found_anywhere():
+    data = real_values(RAW)
+    data["job"]["service_account"] = "trainer@PROJECT.iam.gserviceaccount.com"
+    found = parse(data).placeholders()
+    assert len(found) == 1 and "job.service_account" in found[0]
+
+
+def test_unreadable_or_broken_files_are_one_line(tmp_path):
+    with pytest.raises(config_lib.ConfigError, match="cannot read it"):
+        config_lib.load(tmp_path / "missing.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("project: [unclosed\n")
+    with pytest.raises(config_lib.ConfigError, match="is not valid YAML"):
+        config_lib.load(broken)
+
+
+# --- the declared schema: located lines, duplicate keys, types ------------------------------
+
+
+def write(tmp_path: Path, data: dict, extra: str = "") -> Path:
+    path = tmp_path / "vertex.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False) + extra)
+    return path
+
+
+def line_number(path: Path, needle: str, occurrence: int = 1) -> int:
+    """The 1-based line of the ``occurrence``-th line containing ``needle``, read independently."""
+    hits = [n for n, line in enumerate(path.read_text().splitlines(), 1) if needle in line]
+    return hits[occurrence - 1]
+
+
+def load_problems(path: Path) -> list[str]:
+    with pytest.raises(config_lib.ConfigError) as caught:
+        config_lib.load(path)
+    return caught.value.problems
+
+
+def test_a_primary_pool_of_several_replicas_is_one_located_line(tmp_path):
+    data = real_values(RAW)
+    data["job"]["worker_pools"][0]["replica_count"] = 3
+    path = write(tmp_path, data)
+    (line,) = load_problems(path)
+    where = line_number(path, "replica_count: 3")
+    assert line == (
+        f"{path}:{where}: job.worker_pools[0].replica_count: must be 1 for the primary pool "
+        "(e.g. 1): more replicas go to worker_pools[1]"
+    )
+
+
+def test_duplicate_keys_are_refused_with_both_lines(tmp_path):
+    data = real_values(RAW)
+    path = write(tmp_path, data, extra="region: europe-west4\n")
+    (line,) = load_problems(path)
+    first, second = line_number(path, "region: "), line_number(path, "region: europe-west4")
+    assert (
+        line == f"{path}:{second}: region: duplicate key (also on line {first}): keep one of them"
+    )
+    # Two study parameters with one id: the same check, inside hpt.parameters.
+    pid = next(iter(RAW["hpt"]["parameters"]))
+    text = (PROJECT / "vertex.yaml").read_text()
+    original = next(ln for ln in text.splitlines() if ln.strip().startswith(f"{pid}:"))
+    path.write_text(text.replace(original, original + "\n" + original))
+    found = load_problems(path)
+    assert len(found) == 1 and f": hpt.parameters.{pid}: duplicate key (also on line" in found[0]
+    # Flow style too, where both keys share a line.
+    path.write_text(text.replace(original, "    " + pid + ": {type: double, type: integer}"))
+    found = load_problems(path)
+    assert len(found) == 1 and f": hpt.parameters.{pid}.type: duplicate key" in found[0]
+
+
+def test_unknown_keys_and_wrong_types_are_all_reported_at_once(tmp_path):
+    data = real_values(RAW)
+    data["job"]["scheduling"]["timout_seconds"] = 60
+    data["job"]["worker_pools"][0]["accelerator_count"] = "two"
+    data["hpt"]["max_trial_count"] = [8]
+    found = load_problems(write(tmp_path, data))
+    assert len(found) == 3, found
+    assert any(
+        "job.scheduling.timout_seconds: unknown key (did you mean 'timeout_seconds'" in p
+        for p in found
+    )
+    assert any(
+        "job.worker_pools[0].accelerator_count: expected an integer, got 'two'" in p for p in found
+    )
+    assert any("hpt.max_trial_count: expected an integer, got [8]" in p for p in found)
+
+
+def test_a_metric_id_with_spaces_is_refused():
+    data = real_values(RAW)
+    data["hpt"]["metric"]["id"] = "val accuracy"
+    assert any("hpt.metric.id: 'val accuracy' has spaces" in line for line in problems(data))
+
+
+# --- cost levers: scheduling strategy, max wait, Reduction Server -----------------------------
+
+
+def gpu_pool(data: dict, **changes) -> dict:
+    pool = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_L4"}
+    pool.update(accelerator_count=1, machine_type="g2-standard-8")
+    return {**pool, **changes}
+
+
+def test_scheduling_strategy_max_wait_and_the_old_spot_flag():
+    data = real_values(RAW)
+    data["job"]["worker_pools"] = [gpu_pool(data)]
+    data["job"]["scheduling"].update(strategy="flex_start", max_wait="3600s")
+    scheduling = parse(data).job.scheduling
+    assert (scheduling.strategy, scheduling.max_wait) == ("FLEX_START", 3600)
+    data["job"]["scheduling"].update(max_wait=7200)
+    assert parse(data).job.scheduling.max_wait == 7200
+    data["job"]["scheduling"].update(strategy="STANDARD")
+    assert any("job.scheduling.max_wait: only strategy FLEX_START" in p for p in problems(data))
+    data["job"]["scheduling"] = {"spot": True}  # a vertex.yaml written before `strategy`
+    assert parse(data).job.scheduling.strategy == "SPOT"
+    data["job"]["scheduling"] = {"spot": True, "strategy": "STANDARD"}
+    assert any("job.scheduling.spot: true is the old spelling" in p for p in problems(data))
+    data["job"]["scheduling"] = {"strategy": "SPOTT"}
+    assert any("expected one of STANDARD, SPOT, FLEX_START" in p for p in problems(data))
+    data["job"]["scheduling"] = {"strategy": "FLEX_START", "max_wait": "an hour"}
+    assert any('max_wait: expected seconds as an integer or "<N>s"' in p for p in problems(data))
+
+
+def test_flex_start_has_the_requirements_of_dynamic_workload_scheduler():
+    data = real_values(RAW)
+    data["job"]["scheduling"].update(strategy="FLEX_START", timeout_seconds=8 * 86400)
+    data["job"]["worker_pools"] = [gpu_pool(data), gpu_pool(data, replica_count=2)]
+    assert parse({**data, "job": {**data["job"], "scheduling": {"strategy": "FLEX_START"}}})
+    found = problems(data)
+    assert len(found) == 1 and "timeout_seconds: FLEX_START jobs run 7 days at most" in found[0]
+    data["job"]["scheduling"]["timeout_seconds"] = 3600
+    data["job"]["worker_pools"][1]["machine_type"] = "g2-standard-12"
+    assert any("needs one machine configuration for every worker pool" in p for p in problems(data))
+    data["job"]["worker_pools"] = [gpu_pool(data, accelerator_count=0, accelerator_type="")]
+    assert any("FLEX_START queues for GPUs" in p for p in problems(data))
+
+
+def test_reduction_server_is_pool_2_and_needs_gpu_workers():
+    data = real_values(RAW)
+    chief = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_L4"}
+    chief["accelerator_count"] = 1
+    data["job"]["worker_pools"] = [chief]
+    data["job"]["reduction_server"] = {"replica_count": 2}
+    assert any("job.reduction_server: speeds up the NCCL all-reduce" in p for p in problems(data))
+    data["job"]["worker_pools"] = [chief, {**chief, "replica_count": 3}]
+    pools = parse(data).job.all_pools
+    assert [p.replica_count for p in pools] == [1, 3, 2]
+    assert pools[2].image_uri == config_lib.REDUCTION_SERVER_IMAGE
+    assert pools[2].machine_type == "n1-highcpu-16" and not pools[2].accelerator_count
+    data["job"]["worker_pools"] = [chief, {**chief, "replica_count": 3}, chief]
+    assert any("pool 2 is already worker_pools[2]" in p for p in problems(data))
+
+
+# --- Vertex's names and the trainer, checked by `vertex-tools check` ---------------
+
+
+def check(tmp_path: Path, data: dict, capsys) -> tuple[int, str, str]:
+    """``vertex-tools check`` in-process (the SDK it reads is imported once)."""
+    code = config_lib.main(["check", f"--config={write(tmp_path, data)}"])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_check_refuses_an_accelerator_and_a_region_vertex_does_not_know(tmp_path, capsys):
+    data = real_values(RAW)
+    data["job"]["worker_pools"][0].update(accelerator_type="NVIDIA_FAKE", accelerator_count=1)
+    data["region"] = "us-centrall1"
+    data["image"]["registry_host"] = "us-docker.pkg.dev"
+    code, out, err = check(tmp_path, data, capsys)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, lines
+    accelerator, region = lines
+    assert "job.worker_pools[0].accelerator_type: unknown accelerator 'NVIDIA_FAKE'" in accelerator
+    assert (
+        "region: 'us-centrall1' is not a Vertex AI training region (did you mean 'us-central1'"
+        in region
+    )
+    assert len(region.partition("region: ")[2]) < 150, "a few close matches, never the whole list"
+
+
+def test_the_copies_of_vertex_names_equal_the_sdk():
+    aiplatform_v1 = pytest.importorskip("google.cloud.aiplatform_v1")
+    base = importlib.import_module("google.cloud.aiplatform.constants.base")
+    names = importlib.import_module("vertex_trainer_tools.gcp_names")
+    assert list(names.ACCELERATOR_TYPES) == [m.name for m in aiplatform_v1.AcceleratorType]
+    assert set(names.REGIONS) == set(base.SUPPORTED_REGIONS) - {"global"}
+
+
+def test_study_parameters_must_be_trainer_flags_and_the_metric_what_it_reports(tmp_path, capsys):
+    data = real_values(RAW)
+    parameters = data["hpt"]["parameters"]
+    pid = next(iter(parameters))
+    typo = pid + pid[-1]  # e.g. etaa
+    parameters[typo] = parameters.pop(pid)
+    data["hpt"]["metric"]["id"] = "not_the_metric"
+    code, out, err = check(tmp_path, data, capsys)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, lines
+    assert f"hpt.parameters.{typo}: not a flag of the trainer" in lines[0]
+    assert f"(did you mean '{pid.replace('-', '_')}'" in lines[0]
+    preflight = importlib.import_module("vertex_trainer_tools.preflight")
+    metric, goal = preflight.reported_metric(data["job"]["args"])
+    assert f"hpt.metric.id: the trainer reports {metric!r} ({goal})" in lines[1]
+    assert out == ""
+    assert check(tmp_path, real_values(RAW), capsys)[0] == 0
+
+
+def test_the_checks_read_the_trainer_without_importing_its_framework():
+    code = (
+        "import sys; from vertex_trainer_tools import config, preflight\n"
+        "cfg = config.load('vertex.yaml')\n"
+        "flags = preflight.trainer_flags()\n"
+        "preflight.hpt_problems(cfg.hpt, list(cfg.job.args))\n"
+        "heavy = {'tensorflow', 'torch', 'xgboost', 'keras', 'transformers'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "assert '--seed' in flags and '--model-dir' in flags, flags\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_the_static_flags_are_the_real_parser_flags():
+    """Ground truth: the trainer's own argparse parser (this imports the framework)."""
+    train = pytest.importorskip("trainer.train")
+    cli = importlib.import_module("trainer.cli")
+    parser = cli.base_parser(train.DESCRIPTION)
+    train.add_arguments(parser)
+    real = {
+        option: action.nargs != 0
+        for action in parser._actions
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    }
+    assert importlib.import_module("vertex_trainer_tools.preflight").trainer_flags() == real

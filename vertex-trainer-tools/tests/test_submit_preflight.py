@@ -1,0 +1,229 @@
+"""submit.py in-process: options reach the request, and every pre-flight refusal is one
+clear line before any API call; the cost levers (FLEX_START, Reduction Server) in every rendering
+and in the request the REST stand-in receives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from fake_vertex import FakeGoogleCloud
+from google.cloud import aiplatform_v1
+from submit_helpers import (
+    RAW,
+    cloud_values,
+    parse_strict,
+    project_copy,
+    submit_in_process,
+    write_config,
+)
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    return project_copy(tmp_path)
+
+
+@pytest.fixture
+def cloud(project, tmp_path, monkeypatch, capsys):
+    return submit_in_process(project, tmp_path, monkeypatch, capsys)
+
+
+def test_package_mode_uploads_the_sdist_it_submits(project, cloud):
+    with FakeGoogleCloud() as server:
+        code, out, err = cloud("--package", "--dist-dir=dist", server=server)
+    assert code == 0, err
+    (body,) = server.created("customJobs")
+    (uri,) = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
+    sdist = next((project / "dist").glob("*.tar.gz"))
+    assert uri.endswith("/" + sdist.name) and uri in server.uploads
+    assert sdist.read_bytes() in server.uploads[uri], "the upload carries the sdist's bytes"
+
+
+def test_tensorboard_experiment_and_scheduling_reach_the_request(project, cloud):
+    data = cloud_values(RAW)
+    region = data["region"]
+    data["job"].update(
+        service_account="trainer@demo-project-123.iam.gserviceaccount.com",
+        tensorboard=f"projects/demo-project-123/locations/{region}/tensorboards/42",
+        network="projects/123/global/networks/vpc",
+        enable_web_access=True,
+    )
+    data["job"]["scheduling"].update(strategy="SPOT", restart_job_on_worker_restart=True)
+    write_config(project, data)
+    with FakeGoogleCloud() as server:
+        code, out, err = cloud(server=server)
+    assert code == 0, err
+    spec = parse_strict(aiplatform_v1.CustomJob, server.created()[0]).job_spec
+    assert spec.service_account == data["job"]["service_account"]
+    assert spec.tensorboard == data["job"]["tensorboard"]
+    assert spec.network == data["job"]["network"]
+    assert spec.enable_web_access
+    assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
+    assert spec.scheduling.restart_job_on_worker_restart
+
+    data["job"].update(tensorboard="", experiment="my-experiment")
+    write_config(project, data)
+    with FakeGoogleCloud() as server:
+        code, out, err = cloud(server=server)
+    assert code == 0, err
+    spec = parse_strict(aiplatform_v1.CustomJob, server.created()[0]).job_spec
+    assert spec.experiment.endswith("/metadataStores/default/contexts/my-experiment")
+
+
+def test_no_sync_returns_once_the_job_exists(cloud):
+    with FakeGoogleCloud(polls_before_end=1000) as server:
+        code, out, err = cloud("--no-sync", server=server)
+        assert code == 0, err
+        (name,) = server.jobs
+        assert server.gets(name) == 0, "--no-sync must not wait for the job"
+        assert "stream-logs" in out
+
+
+def refused(cloud, expected: str, **server_options) -> FakeGoogleCloud:
+    """Submit and expect one ERROR line containing ``expected`` and no job at Vertex."""
+    with FakeGoogleCloud(**server_options) as server:
+        code, out, err = cloud(server=server)
+    found = [line for line in err.splitlines() if line.startswith("ERROR:")]
+    assert code != 0 and len(found) == 1, err
+    assert expected in found[0], found
+    assert server.created() == [], "nothing may reach Vertex after a failed check"
+    return server
+
+
+def test_placeholder_values_are_refused_before_any_request(project, cloud):
+    write_config(project, cloud_values(RAW) | {"project": "my-gcp-project"})
+    server = refused(cloud, "placeholder")
+    assert server.requests == []
+
+
+def test_bucket_without_gs_form_is_refused(project, cloud):
+    write_config(project, cloud_values(RAW) | {"staging_bucket": "demo-bucket"})
+    refused(cloud, "is not a bucket URI of the form gs://")
+
+
+def test_bucket_in_another_region_is_refused(cloud):
+    refused(cloud, "is in europe-west4 but jobs run in", bucket_location="EUROPE-WEST4")
+
+
+def test_missing_bucket_points_to_gcp_setup(cloud):
+    refused(cloud, "make gcp-setup", buckets=set())
+
+
+def test_image_not_pushed_yet_is_refused(cloud):
+    refused(cloud, "not found in its registry: run `make build-push`", images=set())
+
+
+def test_unnamed_image_is_refused(project, cloud):
+    data = cloud_values(RAW)
+    data["image"]["name"] = ""
+    write_config(project, data)
+    refused(cloud, "image.name: missing")
+
+
+def test_unknown_accelerator_is_refused(project, cloud):
+    data = cloud_values(RAW)
+    data["job"]["worker_pools"][0].update(accelerator_type="NVIDIA_TESLA_Q9", accelerator_count=1)
+    write_config(project, data)
+    refused(cloud, "unknown accelerator 'NVIDIA_TESLA_Q9'")
+
+
+def test_missing_credentials_say_how_to_log_in(cloud):
+    code, out, err = cloud()
+    assert code != 0
+    (line,) = [line for line in err.splitlines() if line.startswith("ERROR:")]
+    assert "gcloud auth application-default login" in line
+
+
+def test_unknown_region_is_one_line_with_close_matches(project, cloud):
+    data = cloud_values(RAW)
+    data["region"] = "us-centrall1"
+    data["image"]["registry_host"] = "us-docker.pkg.dev"
+    write_config(project, data)
+    server = refused(cloud, "region: 'us-centrall1' is not a Vertex AI training region (did")
+    assert server.requests == []
+
+
+def test_a_study_parameter_the_trainer_lacks_is_refused_before_any_request(project, cloud):
+    data = cloud_values(RAW)
+    parameters = data["hpt"]["parameters"]
+    pid = next(iter(parameters))
+    parameters[pid + pid[-1]] = parameters.pop(pid)
+    write_config(project, data)
+    with FakeGoogleCloud() as server:
+        code, out, err = cloud("--hpt", server=server)
+    (line,) = [line for line in err.splitlines() if line.startswith("ERROR:")]
+    assert code != 0 and "not a flag of the trainer" in line
+    assert server.requests == []
+    code, out, err = cloud("--hpt", "--dry-run")  # a dry run checks the same
+    assert code != 0 and "not a flag of the trainer" in err
+
+
+def cost_levers(raw: dict, lever: str) -> dict:
+    """GPU workers with FLEX_START and a max wait, or with a Reduction Server (and SPOT)."""
+    data = cloud_values(raw)
+    chief = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_H100_80GB"}
+    chief.update(machine_type="a3-highgpu-8g", accelerator_count=8)
+    data["job"]["worker_pools"] = [chief, {**chief, "replica_count": 3}]
+    if lever == "flex_start":
+        data["job"]["scheduling"].update(strategy="FLEX_START", max_wait="3600s")
+    else:
+        data["job"]["reduction_server"] = {"replica_count": 4, "machine_type": "n1-highcpu-16"}
+        data["job"]["scheduling"].update(strategy="SPOT")
+    return data
+
+
+def assert_cost_levers(spec, lever: str) -> None:
+    pools = spec.worker_pool_specs
+    assert pools[1].container_spec.image_uri == pools[0].container_spec.image_uri
+    if lever == "flex_start":
+        assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START
+        assert spec.scheduling.max_wait_duration.total_seconds() == 3600
+        assert [p.replica_count for p in pools] == [1, 3]
+        return
+    assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
+    assert [p.replica_count for p in pools] == [1, 3, 4]
+    server = pools[2]
+    image = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+    assert server.container_spec.image_uri == image
+    assert list(server.container_spec.args) == [], "the reducers run no trainer"
+    assert server.machine_spec.machine_type == "n1-highcpu-16"
+    assert not server.machine_spec.accelerator_count
+
+
+@pytest.mark.parametrize("lever", ["flex_start", "reduction_server"])
+def test_cost_levers_in_every_rendering(project, cloud, lever):
+    write_config(project, cost_levers(RAW, lever))
+    code, out, err = cloud("--dry-run")
+    assert code == 0, err
+    assert_cost_levers(parse_strict(aiplatform_v1.CustomJob, json.loads(out)).job_spec, lever)
+    code, out, err = cloud("--dry-run", "--hpt")
+    assert code == 0, err
+    study = parse_strict(aiplatform_v1.HyperparameterTuningJob, json.loads(out))
+    assert_cost_levers(study.trial_job_spec, lever)
+    assert cloud("--gcloud-config")[0] == 0 and cloud("--gcloud-config", "--hpt")[0] == 0
+    spec = yaml.safe_load((project / "build/gcloud/custom-job.yaml").read_text())
+    assert_cost_levers(parse_strict(aiplatform_v1.CustomJobSpec, spec), lever)
+    study = yaml.safe_load((project / "build/gcloud/hpt-job.yaml").read_text())
+    study = parse_strict(aiplatform_v1.HyperparameterTuningJob, study)
+    assert_cost_levers(study.trial_job_spec, lever)
+
+
+@pytest.mark.parametrize("lever", ["flex_start", "reduction_server"])
+def test_cost_levers_reach_vertex(project, cloud, lever):
+    write_config(project, cost_levers(RAW, lever))
+    strategy = "FLEX_START" if lever == "flex_start" else "SPOT"
+    for argv, kind in (((), "customJobs"), (("--hpt",), "hyperparameterTuningJobs")):
+        with FakeGoogleCloud() as server:
+            code, out, err = cloud(*argv, server=server)
+        assert code == 0, err
+        (body,) = server.created(kind)
+        spec = body["jobSpec" if kind == "customJobs" else "trialJobSpec"]
+        assert spec["scheduling"]["strategy"] == int(aiplatform_v1.Scheduling.Strategy[strategy])
+        if kind == "customJobs":
+            message = parse_strict(aiplatform_v1.CustomJob, body).job_spec
+        else:
+            message = parse_strict(aiplatform_v1.HyperparameterTuningJob, body).trial_job_spec
+        assert_cost_levers(message, lever)
