@@ -9,12 +9,12 @@ DEMO := $(DEMO_DIR)/vertex_trainer
 DRILL = $(if $(filter keras,$(FRAMEWORK)),KILL_AFTER=checkpoint:2,KILL_AFTER=checkpoint RESTART_JOB=1)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test test-fast test-images lint clean bench
+.PHONY: help venv demo test test-tools test-fast test-images lint clean bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-$(BIN)/cookiecutter: requirements-dev.txt
+$(BIN)/cookiecutter: requirements-dev.txt vertex-trainer-tools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -r requirements-dev.txt
 	touch $@
@@ -36,16 +36,21 @@ demo: venv ## bake a $(FRAMEWORK) project into $(DEMO_DIR) (replaced each time) 
 	@echo "  make test                            # the project's own tests"
 	@echo "  make submit DRY_RUN=1                # the Vertex request it would send"
 
-test: venv ## the whole suite: bake every variant, lint it, run its own tests in a fresh venv
+test: venv ## the whole suite: the tools package's tests, then bake every variant, lint it, run its tests
+	$(BIN)/python -m pytest -n auto --durations=5 -p no:cacheprovider vertex-trainer-tools/tests
 	$(BIN)/python -m pytest -n auto --durations=12 tests
 
-test-fast: venv ## everything but the fresh-venv runs and the Docker image tests
+test-tools: venv ## the tools package's own suite (vertex-trainer-tools/tests)
+	$(BIN)/python -m pytest -n auto vertex-trainer-tools/tests
+
+test-fast: venv ## the tools' suite and the template's, less the fresh-venv runs and the image tests
+	$(BIN)/python -m pytest -n auto -p no:cacheprovider vertex-trainer-tools/tests
 	$(BIN)/python -m pytest -n auto -m "not generated and not images" tests
 
 test-images: venv ## each variant's image built and trained in containers (needs Docker; root)
 	$(BIN)/python -m pytest -n 0 -m images tests
 
-lint: venv ## ruff on the template's own Python
+lint: venv ## ruff on the template's own Python and the tools package
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
 

@@ -25,8 +25,8 @@ import sys
 CONTEXT = json.loads(
     r"""{
     "framework": {{ cookiecutter.framework | tojson }},
-    "template": {{ cookiecutter._template | tojson }},
-    "repo_dir": {{ cookiecutter._repo_dir | tojson }}
+    "template": {{ cookiecutter._template | default("") | tojson }},
+    "repo_dir": {{ cookiecutter._repo_dir | default("") | tojson }}
 }"""
 )
 VARIANTS = "variants"
@@ -45,9 +45,27 @@ def install_variant(framework: str) -> None:
     shutil.rmtree(VARIANTS)
 
 
+def template_candidates(repo_dir):
+    """Where the template may be: the working directory of the process that runs this hook,
+    which cookiecutter keeps in the template while hooks run (cruft gives hooks no
+    ``_repo_dir``), else cookiecutter's ``_repo_dir`` (absolute for a cloned template, else as
+    typed, relative to the shell's PWD)."""
+    try:
+        yield os.readlink(f"/proc/{os.getppid()}/cwd")  # Linux
+    except OSError:
+        lsof = ["lsof", "-a", "-p", str(os.getppid()), "-d", "cwd", "-Fn"]
+        try:
+            out = subprocess.run(lsof, capture_output=True, text=True, timeout=10).stdout
+            yield from (line[1:] for line in out.splitlines() if line.startswith("n"))
+        except (OSError, subprocess.SubprocessError):
+            pass
+    if repo_dir:
+        yield os.path.join(os.environ.get("PWD", ""), repo_dir)  # unchanged when absolute
+
+
 def template_checkout(repo_dir: str) -> str | None:
     """The template folder as an absolute path (``repo_dir`` may be relative to PWD)."""
-    for base in (repo_dir, os.path.join(os.environ.get("PWD", ""), repo_dir)):
+    for base in template_candidates(repo_dir):
         if os.path.isfile(os.path.join(base, TOOLS_FOLDER, "pyproject.toml")):
             return os.path.abspath(base)
     return None
@@ -65,9 +83,9 @@ def tools_version(checkout: str) -> str:
 
 
 def tools_source(template: str, checkout: str) -> str:
-    cloned = not os.path.isdir(template)  # gh:..., https://..., git@...: cookiecutter cloned it
-    if not cloned:
-        return os.path.join(checkout, TOOLS_FOLDER)
+    if os.path.isfile(os.path.join(template, TOOLS_FOLDER, "pyproject.toml")):
+        return os.path.join(os.path.abspath(template), TOOLS_FOLDER)  # a local checkout
+    # Cloned by cookiecutter or cruft (gh:..., https://..., git@...):
     if git(checkout, "tag", "--list", f"tools-v{tools_version(checkout)}"):
         return ""  # released: the package index has it
     url, commit = git(checkout, "remote", "get-url", "origin"), git(checkout, "rev-parse", "HEAD")
@@ -98,7 +116,10 @@ def main() -> int:
     install_variant(CONTEXT["framework"])
     checkout = template_checkout(CONTEXT["repo_dir"])
     if checkout is None:
-        print(f"ERROR: template: {TOOLS_FOLDER}/ not found in {CONTEXT['repo_dir']!r}", file=sys.stderr)
+        print(
+            f"ERROR: template: {TOOLS_FOLDER}/ not found in {CONTEXT['repo_dir']!r}",
+            file=sys.stderr,
+        )
         return 1
     pin_tools_version(tools_version(checkout))
     write_tools_source(tools_source(CONTEXT["template"], checkout))

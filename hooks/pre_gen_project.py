@@ -15,6 +15,7 @@ import json
 import keyword
 import os
 import re
+import subprocess
 import sys
 import unicodedata
 
@@ -39,10 +40,8 @@ ANSWERS = json.loads(
 
 # Where cookiecutter read the template: absolute for a cloned template, else as typed (relative
 # to the directory cookiecutter was started in, which the shell keeps in PWD).
-TEMPLATE_DIR = {{ cookiecutter._repo_dir | tojson }}
-NAMING_RULES = os.path.join(
-    "vertex-trainer-tools", "src", "vertex_trainer_tools", "gcp_names.py"
-)
+TEMPLATE_DIR = {{cookiecutter._repo_dir | default("") | tojson}}
+NAMING_RULES = os.path.join("vertex-trainer-tools", "src", "vertex_trainer_tools", "gcp_names.py")
 
 FRAMEWORKS = ("keras", "pytorch", "xgboost")
 BASE_IMAGES = ("deep-learning-container", "nvidia-cuda")
@@ -163,9 +162,27 @@ def validate(answers):
     check_accelerator(answers["accelerator_type"], answers["accelerator_count"])
 
 
+def template_candidates(repo_dir):
+    """Where the template may be: the working directory of the process that runs this hook,
+    which cookiecutter keeps in the template while hooks run (cruft gives hooks no
+    ``_repo_dir``), else cookiecutter's ``_repo_dir`` (absolute for a cloned template, else as
+    typed, relative to the shell's PWD)."""
+    try:
+        yield os.readlink(f"/proc/{os.getppid()}/cwd")  # Linux
+    except OSError:
+        lsof = ["lsof", "-a", "-p", str(os.getppid()), "-d", "cwd", "-Fn"]
+        try:
+            out = subprocess.run(lsof, capture_output=True, text=True, timeout=10).stdout
+            yield from (line[1:] for line in out.splitlines() if line.startswith("n"))
+        except (OSError, subprocess.SubprocessError):
+            pass
+    if repo_dir:
+        yield os.path.join(os.environ.get("PWD", ""), repo_dir)  # unchanged when absolute
+
+
 def naming_rules(template_dir=TEMPLATE_DIR):
     """The template's ``gcp_names`` module, loaded by path (the package need not be installed)."""
-    for base in (template_dir, os.path.join(os.environ.get("PWD", ""), template_dir)):
+    for base in template_candidates(template_dir):
         path = os.path.join(base, NAMING_RULES)
         if os.path.isfile(path):
             spec = importlib.util.spec_from_file_location("gcp_names", path)

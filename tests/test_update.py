@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,3 +68,46 @@ def test_cruft_update_brings_template_changes_into_a_baked_project(tmp_path):
     assert "hello: ## a target from template v2" in (project / "Makefile").read_text()
     assert (project / "trainer" / "my_module.py").exists()
     assert not (project / "variants").exists()
+
+
+def test_a_new_tools_version_reaches_a_project_as_one_changed_pin(tmp_path):
+    """Version N -> N+1 where only the package changed: the user's trainer edits stay, and the
+    update is the pin in requirements-dev.txt (the tools are not copied into projects)."""
+    template = tmp_path / "template"
+    shutil.copytree(
+        TEMPLATE,
+        template,
+        ignore=shutil.ignore_patterns(".git", ".venv", "build", "bench", "__pycache__", "*.pyc"),
+    )
+    run(["git", "init", "-q", "-b", "main"], template)
+    commit_all(template, "tools 0.1.0")
+    cruft = [sys.executable, "-m", "cruft"]
+    out = tmp_path / "out"
+    run([*cruft, "create", str(template), "--no-input", "--output-dir", str(out)], tmp_path)
+    project = out / "vertex_trainer"
+    run(["git", "init", "-q", "-b", "main"], project)
+    commit_all(project, "baked")
+    version = re.search(r"vertex-trainer-tools==(\S+)", read(project / "requirements-dev.txt"))
+    assert version, "requirements-dev.txt pins the tools package"
+
+    # The user edits the trainer; the template changes only inside the package.
+    train = project / "trainer" / "train.py"
+    train.write_text(read(train) + "\n# my own change\n")
+    commit_all(project, "user change")
+    init = template / "vertex-trainer-tools" / "src" / "vertex_trainer_tools" / "__init__.py"
+    init.write_text(read(init).replace(f'"{version.group(1)}"', '"99.0.0"'))
+    cli = init.parent / "cli.py"
+    cli.write_text(read(cli) + "\n# a fix in the tools\n")
+    commit_all(template, "tools 99.0.0")
+
+    run([*cruft, "update", "--skip-apply-ask"], project)
+    changed = sorted(run(["git", "status", "--porcelain"], project).split()[1::2])
+    # .cruft.json and .cookiecutter.json record the template commit the project now follows.
+    assert changed == [".cookiecutter.json", ".cruft.json", "requirements-dev.txt"], changed
+    assert "vertex-trainer-tools==99.0.0" in read(project / "requirements-dev.txt")
+    assert "# my own change" in read(train)
+    assert not (project / "vertex-trainer-tools").exists() and not (project / "tools").exists()
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")

@@ -14,10 +14,11 @@ import sys
 from pathlib import Path
 
 import yaml
-from fake_vertex import FakeGoogleCloud
 from google.protobuf import json_format
 
 from conftest import PROJECT
+from fake_vertex import FakeGoogleCloud
+
 submit_lib = importlib.import_module("vertex_trainer_tools.submit")
 
 RAW = yaml.safe_load((PROJECT / "vertex.yaml").read_text())

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from conftest import PROJECT
+
 RAW = yaml.safe_load((PROJECT / "vertex.yaml").read_text())
 COPY_IGNORE = shutil.ignore_patterns(
     ".git", "outputs", "dist", "build", "*.egg-info", "__pycache__", ".*_cache", ".venv", "venv"

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import PROJECT
+
 config_lib = importlib.import_module("vertex_trainer_tools.config")
 
 RAW = yaml.safe_load((PROJECT / "vertex.yaml").read_text())

@@ -9,13 +9,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import PROJECT
+
 config_lib = importlib.import_module("vertex_trainer_tools.config")
 preflight = importlib.import_module("vertex_trainer_tools.preflight")
 

@@ -1,19 +1,17 @@
-"""The local emulator (local_run): the environment it gives each replica, held field by field against the
-Vertex contract (supervision is in test_local_run_supervisor.py)."""
+"""The local emulator: the environment it gives each replica, held field by field
+against the Vertex contract (supervision is in test_local_run_supervisor.py)."""
 
 from __future__ import annotations
 
 import importlib
 import json
 import os
-import sys
-from pathlib import Path
 
 import pytest
-
 from trainer import runtime
 
 from conftest import PROJECT
+
 job_spec = importlib.import_module("vertex_trainer_tools.local_run.job")
 launcher = importlib.import_module("vertex_trainer_tools.local_run.launcher")
 cli = importlib.import_module("vertex_trainer_tools.local_run.cli")

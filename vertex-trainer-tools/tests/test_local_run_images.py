@@ -9,14 +9,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from conftest import PROJECT
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools.local_run import images
 
-from conftest import PROJECT
+LOCAL_RUN = [sys.executable, "-m", "vertex_trainer_tools", "local-run"]
+
 IMAGE = "local/trainer:7"
 
 # ``run`` writes the chief's hypertune metric into the folder mounted at /tmp/hypertune, as
@@ -58,7 +59,7 @@ def fake_docker(tmp_path):
     env = {**os.environ, "DOCKER": str(script), "FAKE_LOG": str(log), "FAKE_IMAGE": IMAGE}
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "vertex_trainer_tools", "local-run", f"--jobs-root={tmp_path / 'jobs'}"]
+        command = [*LOCAL_RUN, f"--jobs-root={tmp_path / 'jobs'}"]
         return subprocess.run(
             [*command, *args], cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120
         )
@@ -170,7 +171,7 @@ def test_a_runner_killed_outright_leaves_no_container_running(fake_docker, tmp_p
 
     (tmp_path / "calls.jsonl").unlink()
     env = {**run.env, "FAKE_RUNNING": "1"}
-    command = [sys.executable, "-m", "vertex_trainer_tools", "local-run", f"--jobs-root={tmp_path / 'jobs'}"]
+    command = [*LOCAL_RUN, f"--jobs-root={tmp_path / 'jobs'}"]
     with open(tmp_path / "runner.err", "w") as errors:
         runner = subprocess.Popen(
             [*command, f"--image={IMAGE}", "--replicas=2"],

@@ -1,5 +1,5 @@
-"""The local emulator (local_run): a fresh job folder per run (like a submitted Vertex job), resuming only when
-asked, a kill drill that cannot fire is an error, and a Python without the trainer's
+"""The local emulator: a fresh job folder per run (like a submitted Vertex job), resuming only
+when asked, a kill drill that cannot fire is an error, and a Python without the trainer's
 dependencies gets one line instead of a traceback per replica and restart."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from trainer import checkpoints
 
 from conftest import PROJECT
+
 cli = importlib.import_module("vertex_trainer_tools.local_run.cli")
 folders = importlib.import_module("vertex_trainer_tools.local_run.folders")
 preflight = importlib.import_module("vertex_trainer_tools.local_run.preflight")

@@ -1,4 +1,4 @@
-"""The local emulator (local_run): how it supervises replica processes (log prefixes, restarts, the kill
+"""The local emulator: how it supervises replica processes (log prefixes, restarts, the kill
 drill, timeouts, clean-up) and its command line end to end, with a tiny fake trainer."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT
+
 job_spec = importlib.import_module("vertex_trainer_tools.local_run.job")
 launcher = importlib.import_module("vertex_trainer_tools.local_run.launcher")
 supervisor = importlib.import_module("vertex_trainer_tools.local_run.supervisor")

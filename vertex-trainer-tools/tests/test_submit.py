@@ -8,7 +8,6 @@ tools can write dist/ and build/ without racing each other.
 from __future__ import annotations
 
 import datetime
-import importlib
 import json
 import os
 import shutil
@@ -16,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fake_vertex import FakeGoogleCloud
 from google.cloud import aiplatform_v1
 from google.protobuf import json_format
+
+from fake_vertex import FakeGoogleCloud
 from submit_helpers import (
     COPY_IGNORE,
     PROJECT,
@@ -34,6 +34,7 @@ from submit_helpers import (
     without_stamps,
     write_config,
 )
+from vertex_trainer_tools import config as config_lib
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def dry_runs(tmp_path_factory) -> dict:
     for key, run in results.items():
         assert run.returncode == 0, f"{key}: {run.stderr}"
     results["project"] = copy_dir
-    results["config"] = importlib.import_module("vertex_trainer_tools.config").load(copy_dir / "vertex.yaml")
+    results["config"] = config_lib.load(copy_dir / "vertex.yaml")
     return results
 
 
@@ -101,7 +102,7 @@ def test_dry_run_package_mode_names_the_sdist_and_the_executor(project, cloud):
     assert code == 0, err
     job = aiplatform_v1.CustomJob.from_json(out, ignore_unknown_fields=False)
     spec = job.job_spec.worker_pool_specs[0].python_package_spec
-    cfg = importlib.import_module("vertex_trainer_tools.config").load(project / "vertex.yaml")
+    cfg = config_lib.load(project / "vertex.yaml")
     assert spec.executor_image_uri == cfg.python_package.executor_image_uri
     assert spec.python_module == "trainer.task"
     (uri,) = spec.package_uris
@@ -133,7 +134,7 @@ def test_dry_run_of_the_untouched_config_warns_about_placeholders(tmp_path, monk
     out, err = capsys.readouterr()
     assert code == 0, err
     json.loads(out)
-    placeholders = importlib.import_module("vertex_trainer_tools.config").load(PROJECT / "vertex.yaml")
+    placeholders = config_lib.load(PROJECT / "vertex.yaml")
     assert err.count("placeholder") == len(placeholders.placeholders())
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fake_vertex import FakeGoogleCloud
 from google.cloud import aiplatform_v1
+
+from fake_vertex import FakeGoogleCloud
 from submit_helpers import (
     RAW,
     cloud_values,

@@ -1,15 +1,14 @@
 """The training image builds and really trains as a Vertex replica (``make test-docker``).
 
-Needs a Docker engine and a base image: ``TEST_BASE_IMAGE``, else the stand-in base that
-``make base-image`` made (Debian + Python, cached by tag); without either the test skips and
-says why. The image is built from this project's Dockerfile with ``BASE_IMAGE`` set, exactly
-as ``make build BASE_IMAGE=...`` does (plus ``TEST_DOCKER_BUILD_ARGS``, space-separated
-NAME=VALUE build arguments, for machines that need e.g. ``PIP_FIND_LINKS`` or ``CONSTRAINTS``),
-then run through ``tools.containers`` with Vertex's environment: CLUSTER_SPEC, AIP_* folders
-as ``/gcs/BUCKET/...`` paths backed by a host folder, and /tmp/hypertune mounted to read the
-reported metric; then ``make train-local IMAGE=<that image> REPLICAS=2`` runs the job as a
-chief and a worker container. The containers, networks and the image are removed afterwards.
-"""
+Needs a Docker engine and a base image: ``TEST_BASE_IMAGE``, else the stand-in base that ``make
+base-image`` made (Debian + Python, cached by tag); without either the test skips and says why.
+The image is built from this project's Dockerfile with ``BASE_IMAGE`` set, exactly as ``make
+build BASE_IMAGE=...`` does (plus ``TEST_DOCKER_BUILD_ARGS``, space-separated NAME=VALUE build
+arguments, for machines that need e.g. ``PIP_FIND_LINKS`` or ``CONSTRAINTS``), then run through
+the tools package's ``containers`` with Vertex's environment: CLUSTER_SPEC, AIP_* folders as
+``/gcs/BUCKET/...`` paths backed by a host folder, and /tmp/hypertune mounted to read the
+reported metric; then ``make train-local IMAGE=<that image> REPLICAS=2`` runs the job as a chief
+and a worker container. The containers, networks and the image are removed afterwards."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from tools import containers
+from vertex_trainer_tools import containers
 
 PROJECT = Path(__file__).resolve().parent.parent
 BUCKET = "test-bucket"
@@ -72,7 +70,7 @@ def base() -> str:
     tag = (
         os.environ.get("TEST_BASE_IMAGE")
         or subprocess.run(
-            [sys.executable, "-m", "tools.base_image", "--print-tag"],
+            [sys.executable, "-m", "vertex_trainer_tools", "base-image", "--print-tag"],
             cwd=PROJECT,
             capture_output=True,
             text=True,

@@ -12,21 +12,13 @@ seconds (data flags included, or the built-in synthetic data is used).
 
 from __future__ import annotations
 
-import importlib
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import read_metrics
+from vertex_trainer_tools import config as config_lib
 
 PROJECT = Path(__file__).resolve().parent.parent
-if str(PROJECT) not in sys.path:  # tools/ is not installed: it runs from the project root
-    sys.path.insert(0, str(PROJECT))
-config_lib = importlib.import_module("tools.config")
 STUDY = config_lib.load(PROJECT / "vertex.yaml").hpt
 DATA_ARGS = ["--train-data=synthetic", "--eval-data=synthetic"]
 
@@ -87,40 +79,12 @@ def test_every_parameter_is_a_flag_the_trainer_parses():
 
 
 @pytest.mark.slow
-def test_a_short_trial_reports_the_study_metric(request, tmp_path):
-    base = tmp_path / "hpt-run"
-    metrics = tmp_path / "hypertune" / "output.metrics"
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("AIP_", "CLOUD_ML_", "TF_CONFIG"))
-    }
-    env.update(
-        # What Vertex gives trial 1 of a study: per-trial output dirs, the trial in CLUSTER_SPEC.
-        AIP_MODEL_DIR=f"{base}/1/model/",
-        AIP_CHECKPOINT_DIR=f"{base}/1/checkpoints/",
-        AIP_TENSORBOARD_LOG_DIR=f"{base}/1/logs/",
-        CLUSTER_SPEC=json.dumps(
-            {
-                "cluster": {"workerpool0": ["127.0.0.1:2222"]},
-                "environment": "cloud",
-                "task": {"type": "workerpool0", "index": 0, "trial": "1"},
-            }
-        ),
-        CLOUD_ML_HP_METRIC_FILE=str(metrics),
-        CLOUD_ML_TRIAL_ID="1",
-    )
-    argv = [sys.executable, "-m", "trainer.task", *smoke_args(request), *trial_args()]
-    process = subprocess.Popen(
-        argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        out, err = process.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        process.kill()  # SIGKILL
-        process.communicate()
-        pytest.fail(f"the trial did not finish in 300 s: {' '.join(argv)}")
-    assert process.returncode == 0, err[-3000:]
-    assert "Ignoring arguments" not in err, "a study parameter is not a trainer flag"
-    lines = read_metrics(metrics)
+def test_a_short_trial_reports_the_study_metric(request, tmp_path, hpt_trial):
+    # The emulator runs the job as trial 1: the study's --<id>=<value> arguments appended.
+    job = hpt_trial(tmp_path / "job", smoke_args(request), trial=1)
+    assert job.returncode == 0, job.tail()
+    assert not any("Ignoring arguments" in line for line in job.lines()), job.tail()
+    lines = job.metrics()
     assert lines, "the trial reported nothing to cloudml-hypertune"
     assert all(STUDY.metric_id in line for line in lines), (
         f"reported {sorted(lines[-1])}, the study's metric id is {STUDY.metric_id!r}"

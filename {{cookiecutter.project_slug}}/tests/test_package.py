@@ -1,4 +1,4 @@
-"""Python-package mode: the sdist tools/submit.py uploads installs in a fresh virtual environment
+"""Python-package mode: the sdist `make submit PACKAGE=1` uploads installs in a fresh venv
 and ``python -m trainer.task --help`` runs from the installed copy, as on Vertex's prebuilt
 container (which pip-installs the sdist and runs the module).
 
@@ -8,7 +8,6 @@ installed dependencies are made visible through a ``.pth`` path file (never the 
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 import sysconfig
@@ -19,11 +18,9 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from vertex_trainer_tools import submit as submit_lib
 
 PROJECT = Path(__file__).resolve().parent.parent
-if str(PROJECT) not in sys.path:  # tools/ is not installed: it runs from the project root
-    sys.path.insert(0, str(PROJECT))
-submit_lib = importlib.import_module("tools.submit")
 
 
 def requirements() -> set[str]:

@@ -1,8 +1,10 @@
-"""Every command in README.md's code blocks is run by a test exactly as written, with its defaults.
+"""Every command in the code blocks of README.md and docs/trainer.md is run by a test exactly as
+written, with its defaults.
 
 Commands that work offline run here, in a copy of the project. The others are run by the test
-named below (against stand-ins for Vertex, gcloud and docker where they need them), or need Google
-Cloud itself. A new README command is run here unless one of those rules places it.
+named below (against stand-ins for Vertex, gcloud and docker where they need them: this
+project's tests, vertex-trainer-tools' own tests or the template's suite), or need Google Cloud
+itself. A new command in those files is run here unless one of those rules places it.
 """
 
 from __future__ import annotations
@@ -22,25 +24,34 @@ PROJECT = Path(__file__).resolve().parent.parent
 COPY_IGNORE = shutil.ignore_patterns(
     ".git", "outputs", "dist", "build", "*.egg-info", "__pycache__", ".*_cache", ".venv", "venv"
 )
-# Run by another test, against a stand-in (the test file that does it, or the template's suite).
+# The files whose shell blocks are run.
+DOCS = ("README.md", "docs/trainer.md")
+# Run by another test, against a stand-in: a test file of this project (``tests/...``, checked
+# to exist), vertex-trainer-tools' own tests, or the template's suite.
 ELSEWHERE = [
     (r"^make install$", "the template's suite: a fresh venv runs `make install`"),
     (r"^make test(-all)?$", "the template's suite runs `make test` and `make test-all`"),
     (r"--model-name-or-path=[\w.-]+/", "tests/test_pytorch_readme_hub.py (an offline Hub cache)"),
     (r"^make train-local\b(?!.*\bIMAGE=)", "tests/test_readme_local_run.py"),
-    (r"^python -m tools\.local_run --help$", "tests/test_readme_local_run.py"),
-    (r"^make (gcp-setup|build-push)$", "tests/test_build.py (stand-ins for gcloud and docker)"),
-    (r"\bIMAGE=|^make test-docker\b", "tests/test_docker_image.py, template test_images.py"),
-    (r"^make (base-image|build)\b", "the template's tests/test_images.py (a Docker engine)"),
-    (r"^make (submit|submit-hpt)$", "tests/test_submit.py (the Vertex REST stand-in)"),
+    (r"^vertex-tools local-run --help$", "tests/test_readme_local_run.py"),
+    (
+        r"^make (gcp-setup|build-push)$",
+        "vertex-trainer-tools' tests/test_build.py (stand-ins for gcloud and docker)",
+    ),
+    (r"\bIMAGE=|^make test-docker\b", "tests/test_docker_image.py and the template's image tests"),
+    (r"^make (base-image|build)\b", "the template's image tests (a Docker engine)"),
+    (
+        r"^make (submit|submit-hpt)$",
+        "vertex-trainer-tools' tests/test_submit.py (the Vertex REST stand-in)",
+    ),
 ]
 # Need Google Cloud itself: credentials, a bucket, BigQuery.
 CLOUD_ONLY = r"^gcloud |gs://|bq://"
 
 
 def readme_commands() -> list[str]:
-    """Each command of the README's shell blocks: continuations joined, comments dropped."""
-    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    """Each command of the docs' shell blocks: continuations joined, comments dropped."""
+    text = "\n".join((PROJECT / name).read_text(encoding="utf-8") for name in DOCS)
     commands = []
     for block in re.findall(r"```(?:bash|sh|shell)?\n(.*?)```", text, re.S):
         joined = re.sub(r"\\\n\s*", " ", block)
@@ -68,7 +79,7 @@ RUN_HERE = [command for command in COMMANDS if placement(command) == "run"]
 
 
 def test_every_command_is_run_here_or_by_a_named_test():
-    assert RUN_HERE, "the README shows no command that runs offline"
+    assert RUN_HERE, "the docs show no command that runs offline"
     for command in COMMANDS:
         where = placement(command)
         if where.startswith("tests/"):

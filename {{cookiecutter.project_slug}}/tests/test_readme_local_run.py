@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 PROJECT = Path(__file__).resolve().parent.parent
 SECTION = "## Run it locally like Vertex"
-RUNNER = ("make train-local", "python -m tools.local_run")
+RUNNER = ("make train-local", "vertex-tools local-run")
 COPY_IGNORE = shutil.ignore_patterns(
     "outputs", "build", "dist", ".venv", ".git", "__pycache__", ".pytest_cache", "*.egg-info"
 )
@@ -87,7 +87,7 @@ def test_readme_command_runs_as_written(tmp_path, command):
         previous = job_folder(run("make train-local", project).stdout)
     result = run(command, project)
     if not command.startswith("make"):
-        assert "usage: python -m tools.local_run" in result.stdout
+        assert "usage: vertex-tools local-run" in result.stdout
         return
     folder = job_folder(result.stdout)
     assert folder.parent == project / "outputs" / "local"

@@ -208,9 +208,7 @@ def ensure(
 
 
 def main(argv: list[str] | None = None, prog: str = "vertex-tools base-image") -> int:
-    parser = argparse.ArgumentParser(
-        prog=prog, description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--tag", default="", help=f"default: {REPOSITORY}:<suite>-<hash>")
     parser.add_argument("--suite", default=DEFAULT_SUITE, help="Debian release (bookworm)")
     parser.add_argument("--mirror", default=DEFAULT_MIRROR, help="Debian mirror URL")

@@ -167,7 +167,8 @@ def execute(command: list[str], dry_run: bool, what: str) -> None:
 
 def main(argv: list[str] | None = None, prog: str = "vertex-tools build") -> int:
     parser = argparse.ArgumentParser(
-        prog=prog.rsplit(" ", 1)[0] if prog.endswith(("build", "push")) else prog, description=__doc__.split("\n")[0]
+        prog=prog.rsplit(" ", 1)[0],
+        description=__doc__.split("\n")[0],
     )
     parser.add_argument("action", choices=("build", "push", "build-push"))
     parser.add_argument("--config", default=config_lib.DEFAULT_PATH)

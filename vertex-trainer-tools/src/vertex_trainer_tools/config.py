@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from vertex_trainer_tools import gcp_names as names
+from vertex_trainer_tools import schema
 from vertex_trainer_tools.gcp_names import (
     ACCELERATOR_RE,
     BUCKET_RE,
@@ -31,7 +32,6 @@ from vertex_trainer_tools.gcp_names import (
     PROJECT_RE,
     REGION_RE,
 )
-from vertex_trainer_tools import schema
 from vertex_trainer_tools.schema import spec
 from vertex_trainer_tools.study import HptConfig, Metric, Parameter  # noqa: F401 (the hpt: section)
 
@@ -423,7 +423,9 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools") -> int:
             print(f"ERROR: {args.config}: no key {args.key!r}", file=sys.stderr)
             return 1
     elif args.command == "check":
-        from vertex_trainer_tools import preflight  # imports the Vertex SDK when installed: only here
+        from vertex_trainer_tools import (
+            preflight,  # imports the Vertex SDK when installed: only here
+        )
 
         problems = config.placeholders() + preflight.problems(config)
         for line in problems:

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from vertex_trainer_tools.contract import FUSE_ROOT
 from vertex_trainer_tools.project import project_root
 
-
 LABEL = "vertex-trainer.run"
 
 HYPERTUNE_DIR = "/tmp/hypertune"  # cloudml-hypertune writes output.metrics here on Vertex

@@ -133,10 +133,11 @@ def problems(cfg):
 
 
 def _close(value: str, known) -> str:
+    """`` (did you mean 'a' or 'b'?)`` or nothing."""
     import difflib
 
     matches = difflib.get_close_matches(value, sorted(known), n=3)
-    return f" (did you mean {', '.join(matches)}?)" if matches else ""
+    return " (did you mean " + " or ".join(map(repr, matches)) + "?)" if matches else ""
 
 
 def answer_problems(answers: dict[str, str]) -> list[str]:
@@ -154,15 +155,24 @@ def answer_problems(answers: dict[str, str]) -> list[str]:
     project = answers["gcp_project_id"].strip()
     rule("gcp_project_id", project, PROJECT_RE, PROJECT_ID, "my-project-123")
     if "google" in project:
-        found.append(f"gcp_project_id: {project!r} must not contain 'google' (e.g. my-project-123)")
+        found.append(
+            f"gcp_project_id: {project!r} is not a project ID: no 'google' in it"
+            " (e.g. my-project-123)"
+        )
     region = answers["region"].strip()
-    if region not in REGIONS:
+    if not re.match(REGION_RE, region):
+        found.append(f"region: {region!r} is not a region (e.g. us-central1)")
+    elif region not in REGIONS:
         found.append(
             f"region: {region!r} is not a Vertex AI training region"
             + (_close(region, REGIONS) or " (e.g. us-central1)")
         )
     bucket = "gs://" + answers["gcs_bucket"].strip().removeprefix("gs://").strip("/")
-    rule("gcs_bucket", bucket, BUCKET_RE, "a bucket name", "gs://my-project-123-vertex")
+    bucket_uri = "a bucket URI of the form gs://BUCKET[/path]"
+    if answers["gcs_bucket"].strip().startswith("gs://"):
+        rule("gcs_bucket", bucket, BUCKET_RE, bucket_uri, "gs://my-bucket")
+    elif not re.match(BUCKET_RE, bucket):
+        found.append(f"gcs_bucket: {answers['gcs_bucket']!r} is not a bucket name (e.g. my-bucket)")
     why = bucket_problem(bucket) if re.match(BUCKET_RE, bucket) else None
     if why:
         found.append(f"gcs_bucket: {why}")
@@ -178,7 +188,10 @@ def answer_problems(answers: dict[str, str]) -> list[str]:
     rule("machine_type", machine, MACHINE_RE, "a machine type", "n1-standard-8")
     accelerator = answers["accelerator_type"].strip().upper()
     count = answers["accelerator_count"].strip()
-    if accelerator in ("", "NONE", "ACCELERATOR_TYPE_UNSPECIFIED") or count in ("0", "0.0"):
+    if accelerator in ("", "NONE", "ACCELERATOR_TYPE_UNSPECIFIED"):
+        why = count_problem("ACCELERATOR_TYPE_UNSPECIFIED", int(count)) if count.isdigit() else None
+        return found + ([f"accelerator_count: {why}"] if why else [])
+    if count in ("0", "0.0"):
         return found
     if accelerator not in ACCELERATOR_TYPES:
         found.append(

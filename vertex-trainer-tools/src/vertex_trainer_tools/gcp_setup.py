@@ -150,9 +150,7 @@ def plan(cfg: config_lib.Config) -> list[str]:
 
 
 def main(argv: list[str] | None = None, prog: str = "vertex-tools gcp-setup") -> int:
-    parser = argparse.ArgumentParser(
-        prog=prog, description=__doc__.split("\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--config", default=config_lib.DEFAULT_PATH)
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = parser.parse_args(argv)

@@ -26,7 +26,6 @@ from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
 from vertex_trainer_tools.project import project_root
 
-
 NO_VALUE_ACTIONS = ("store_true", "store_false", "store_const", "append_const", "count")
 
 

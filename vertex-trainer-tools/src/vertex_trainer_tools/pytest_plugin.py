@@ -78,9 +78,7 @@ def kill_and_resume(local_job):
         drill = [f"--kill-after={after}", f"--kill-replica={replica}", *runner_args]
         if restart_job is not None:
             drill.append(f"--{'' if restart_job else 'no-'}restart-job-on-worker-restart")
-        job = local_job(
-            output_dir, trainer_args, replicas=replicas, runner_args=drill, **options
-        )
+        job = local_job(output_dir, trainer_args, replicas=replicas, runner_args=drill, **options)
         assert job.returncode == 0, job.tail()
         assert f"kill drill: SIGKILL to {replica}" in job.output, job.tail()
         assert job.attempts(replica) == 2, job.tail()

@@ -26,7 +26,6 @@ from vertex_trainer_tools.local_run.supervisor import MAX_RESTARTS, Replica, Sup
 from vertex_trainer_tools.project import CONFIG_FILE, LOCAL_JOBS, project_root
 
 
-
 def _kill_after(value: str) -> tuple[str, float]:
     """``SECONDS`` -> ("seconds", s); ``checkpoint[:N]`` -> ("checkpoints", N), N=1 by default."""
     kind, _, count = value.strip().lower().partition(":")
@@ -284,7 +283,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
     if image is not None:
         launcher = images.ContainerLauncher(image, job, config.base_output_dir, args.gpus)
     else:
-        launcher = ProcessLauncher(args.module, project_root(), tmp_prefix=f"local_run-{job.job_id}-")
+        launcher = ProcessLauncher(
+            args.module, project_root(), tmp_prefix=f"local_run-{job.job_id}-"
+        )
     try:
         return run(job, config, args, launcher)
     finally:

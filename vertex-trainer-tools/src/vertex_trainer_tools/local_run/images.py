@@ -24,10 +24,9 @@ import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from vertex_trainer_tools import containers
+from vertex_trainer_tools import containers, contract
 from vertex_trainer_tools.local_run.job import Job, environments, metrics_file, replica_name
 from vertex_trainer_tools.local_run.launcher import KILL_WAIT_SECONDS
-from vertex_trainer_tools import contract
 
 PORT = 2222  # each replica's port in its own container, as on Vertex
 HOST_ONLY = ("CLOUD_ML_HP_METRIC_FILE", "TMPDIR")  # a replica's VM has its own /tmp

@@ -1,5 +1,6 @@
-"""The Keras job through tools/local_run: 2 replicas under MultiWorkerMirroredStrategy, and
-the preemption drill (the chief SIGKILLed after a checkpoint, rerun from the start)."""
+"""The Keras job through the local emulator (the tools' pytest fixtures): 2 replicas under
+MultiWorkerMirroredStrategy, and the preemption drill (the chief SIGKILLed after a checkpoint,
+rerun from the start)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import re
 import pytest
 import tensorflow as tf
 from conftest import TINY
-from local_run_drill import run_local_job
 
 from trainer import checkpoints
 
@@ -35,8 +35,8 @@ def assert_chief_model(model_dir):
     assert outputs["probabilities"].shape == (2, 4)
 
 
-def test_two_replicas_train_and_only_the_chief_exports(tmp_path):
-    job = run_local_job(tmp_path / "out", ["--replicas=2"], ARGS)
+def test_two_replicas_train_and_only_the_chief_exports(tmp_path, local_job):
+    job = local_job(tmp_path / "out", ARGS, replicas=2)
     print(f"keras REPLICAS=2 local run: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
     chief, worker = job.lines("workerpool0-0"), job.lines("workerpool1-0")
@@ -69,18 +69,17 @@ json.dump = _slow_dump
 """
 
 
-def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path):
+def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path, kill_and_resume):
     # Kill the chief once both tasks saved their first checkpoint (end of epoch 1).
-    drill = ["--replicas=2", "--kill-after=checkpoint:2", "--kill-replica=workerpool0-0"]
     slow = tmp_path / "slow_markers"
     slow.mkdir()
     (slow / "sitecustomize.py").write_text(SLOW_MARKERS)
     path = os.pathsep.join(filter(None, [str(slow), os.environ.get("PYTHONPATH")]))
-    job = run_local_job(tmp_path / "out", drill, ARGS, env={"PYTHONPATH": path})
+    job = kill_and_resume(
+        tmp_path / "out", ARGS, replicas=2, after="checkpoint:2", env={"PYTHONPATH": path}
+    )
     print(f"keras REPLICAS=2 kill drill: {job.seconds:.1f} s")
-    assert job.returncode == 0, job.tail()
     assert "kill drill: SIGKILL to workerpool0-0 after chief-0/checkpoint-" in job.output
-    assert job.attempts("workerpool0-0") == 2
 
     # The rerun chief resumed from a complete checkpoint, not from scratch ...
     pattern = re.compile(r"Resumed from \S+/chief-0/checkpoint-(\d+) \(step \d+, (\d+) epochs done")

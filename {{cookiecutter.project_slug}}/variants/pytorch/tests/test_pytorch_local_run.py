@@ -1,5 +1,6 @@
-"""The PyTorch job through tools/local_run: 2 replicas as one DDP job (a torchrun agent per
-replica), and the preemption drill (the chief SIGKILLed after a checkpoint, then rerun)."""
+"""The PyTorch job through the local emulator (the tools' pytest fixtures): 2 replicas as one DDP
+job (a torchrun agent per replica), and the preemption drill (the chief SIGKILLed after a
+checkpoint, then rerun)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 
 import pytest
 from conftest import PROJECT, base_args
-from local_run_drill import run_local_job
+from vertex_trainer_tools.testing import run_local_job
 
 from trainer import checkpoints
 
@@ -46,7 +47,7 @@ def make_train_local(output_dir, *variables: str) -> tuple[list[str], list[str]]
     ).stdout
     words = shlex.split(printed.replace("\\\n", " "))
     split = words.index("--")
-    return words[words.index("tools.local_run") + 1 : split], words[split + 1 :]
+    return words[words.index("local-run") + 1 : split], words[split + 1 :]
 
 
 def test_make_train_local_replicas_2_with_its_defaults(tmp_path):
@@ -75,8 +76,8 @@ def test_make_train_local_replicas_2_with_its_defaults(tmp_path):
     assert "\x1b[" not in job.output
 
 
-def test_two_replicas_train_and_only_the_chief_exports(tiny_bert, csv_data, tmp_path):
-    job = run_local_job(tmp_path / "out", ["--replicas=2"], trainer_args(tiny_bert, csv_data, 2))
+def test_two_replicas_train_and_only_the_chief_exports(tiny_bert, csv_data, tmp_path, local_job):
+    job = local_job(tmp_path / "out", trainer_args(tiny_bert, csv_data, 2), replicas=2)
     print(f"pytorch REPLICAS=2 local run: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
     assert any("Processes: 2" in line for line in job.lines("workerpool0-0"))
@@ -97,23 +98,18 @@ def test_two_replicas_train_and_only_the_chief_exports(tiny_bert, csv_data, tmp_
     assert {"rng_state_0.pth", "rng_state_1.pth"} <= set(checkpoints.listed_files(latest))
 
 
-def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tiny_bert, csv_data, tmp_path):
+def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
+    tiny_bert, csv_data, tmp_path, kill_and_resume
+):
     epochs, steps = 3, 3 * STEPS_PER_EPOCH
     # A whole-job restart on fresh ports: rerunning only the chief also works, but the other
     # replica's torchrun agent may then reach the new chief's rendezvous store on the same
     # address before it exits, which can leave the static rendezvous waiting.
-    drill = [
-        "--replicas=2",
-        "--kill-after=checkpoint",
-        "--kill-replica=workerpool0-0",
-        "--restart-job-on-worker-restart",
-    ]
     args = trainer_args(tiny_bert, csv_data, epochs, "--save-steps=4")
-    job = run_local_job(tmp_path / "out", drill, args)
+    job = kill_and_resume(tmp_path / "out", args, replicas=2, restart_job=True)
     print(f"pytorch REPLICAS=2 kill drill: {job.seconds:.1f} s")
-    assert job.returncode == 0, job.tail()
     assert "kill drill: SIGKILL to workerpool0-0 after checkpoint-" in job.output
-    assert job.attempts("workerpool0-0") == job.attempts("workerpool1-0") == 2
+    assert job.attempts("workerpool1-0") == 2
 
     # Both ranks of the rerun restored the same complete checkpoint, not step 0 ...
     restored = {}

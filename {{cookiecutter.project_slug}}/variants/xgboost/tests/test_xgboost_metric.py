@@ -21,8 +21,8 @@ choice = importlib.import_module("trainer.objectives")
 PROJECT = Path(__file__).resolve().parent.parent
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
-preflight = importlib.import_module("tools.preflight")
-config_lib = importlib.import_module("tools.config")
+preflight = importlib.import_module("vertex_trainer_tools.preflight")
+config_lib = importlib.import_module("vertex_trainer_tools.config")
 
 OBJECTIVES = ["binary", "multiclass", "regression", "binary:hinge", "multi:softmax", "reg:tweedie"]
 METRICS = ["auc", "aucpr", "error", "logloss", "rmse", "mae", "mape", "map@3", "ndcg", "pre@2"]

@@ -1,8 +1,8 @@
 """The metric this trainer reports for hyperparameter tuning: vertex.yaml's ``hpt.metric``.
 
 It follows the flags (the last of ``--eval-metric``, else the default of ``--objective``), as
-``trainer/objectives.py`` decides for training. Framework-free on purpose: ``python -m
-tools.config check`` and ``make submit-hpt`` read it to check the study before any API call.
+``trainer/objectives.py`` decides for training. Framework-free on purpose: ``make check``
+and ``make submit-hpt`` read it to check the study before any API call.
 """
 
 from __future__ import annotations
