@@ -306,7 +306,7 @@ class SeededOrderTrainer(Trainer):
         self.add_callback(self.order_epoch)
 
     def _get_train_sampler(self, train_dataset=None):
-        # train_dataset: the argument of transformers >= 4.53; earlier ones pass nothing.
+        # Newer transformers pass the dataset, older ones nothing: the same dataset either way.
         dataset = self.train_dataset if train_dataset is None else train_dataset
         lengths = None
         if groups_by_length(self.args):
