@@ -68,6 +68,7 @@ def _trees(model_dir) -> list[str]:
     return booster.get_dump(with_stats=True)
 
 
+@pytest.mark.slow  # make test-all: the fast tier keeps one resume (test_xgboost_resume.py)
 def test_sampled_run_resumes_to_the_same_trees(tmp_path):
     """Interrupted after round 12 and rerun: the same trees, split values and covers."""
     common = _common(tmp_path)
