@@ -4,7 +4,10 @@ Every source yields ``(image, label)`` with ``image`` a float32 ``[size, size, 3
 pixel values in 0..255 (the exported model takes the same), and ``label`` an int32 class index.
 Pipelines are built per worker from a ``tf.distribute.InputContext``: each worker reads only its
 own shard of the examples, batches with the per-replica batch size and prefetches, so the global
-batch is ``per-replica batch x replicas``. Evaluation reads every eval example exactly once.
+batch is ``per-replica batch x replicas``. Training goes in passes: one pass trains on every
+example exactly once, in an order that depends only on the seed and the pass number, so a
+restarted run continues the interrupted pass with the same batches (see ``training_dataset``).
+Evaluation reads every eval example exactly once.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 
 from trainer import cli, runtime
@@ -238,28 +242,29 @@ def _tfds_builder(spec: str, flag: str, data_dir: str | None, chief_first: Calla
     return builder, split or None
 
 
-def _tfds_source(builder, split: str, image_size: int, training: bool) -> Source:
+def _tfds_source(builder, split: str, image_size: int, training: bool, seed: int = 0) -> Source:
     """One split (slices such as ``train[:90%]`` too), sharded across workers.
 
-    By files (each worker reads its own files) when there are at least as many files as
-    workers, else by examples: ``tfds.even_splits`` gives each worker its own contiguous,
-    disjoint part of the split (TFDS refuses to shard fewer files than workers).
+    ``tfds.even_splits`` gives each worker its own contiguous, disjoint part of the split, sized
+    like the other sources' shards (the first ``size % workers`` workers one example more), and
+    each worker reads only the files of its part. Training reads the files in an order fixed by
+    ``seed``: the same on every restart (``training_dataset`` shuffles the examples per pass).
     """
     import tensorflow_datasets as tfds
 
     class_names = tuple(builder.info.features["label"].names)
-    info = builder.info.splits[split]
-    size = info.num_examples
-    files = len(info.file_instructions)
+    size = builder.info.splits[split].num_examples
 
     def shard(context: tf.distribute.InputContext) -> tf.data.Dataset:
         workers = context.num_input_pipelines
-        if workers > 1 and files < workers:
+        part = split
+        if workers > 1:
             part = tfds.even_splits(split, n=workers)[context.input_pipeline_id]
-            return builder.as_dataset(split=part, as_supervised=True, shuffle_files=training)
-        read_config = tfds.ReadConfig(input_context=context)
         return builder.as_dataset(
-            split=split, as_supervised=True, shuffle_files=training, read_config=read_config
+            split=part,
+            as_supervised=True,
+            shuffle_files=training,
+            read_config=tfds.ReadConfig(shuffle_seed=seed),
         )
 
     def load(image, label):
@@ -280,6 +285,7 @@ def tfds_sources(
     validation_split: float,
     data_dir: str | None = None,
     chief_first: Callable = run_here,
+    seed: int = 0,
 ) -> tuple[Source, Source]:
     """Train on ``spec``'s split (default ``train``); evaluate on ``eval_spec``, else on the
     ``validation`` or ``test`` split, else on a held-out slice of the training split."""
@@ -298,7 +304,7 @@ def tfds_sources(
         if eval_split is None:
             percent = round(100 * (1 - validation_split))
             split, eval_split = f"{split}[:{percent}%]", f"{split}[{percent}%:]"
-    train = _tfds_source(builder, split, image_size, training=True)
+    train = _tfds_source(builder, split, image_size, training=True, seed=seed)
     evaluation = _tfds_source(eval_builder, eval_split, image_size, training=False)
     if evaluation.class_names != train.class_names:
         raise cli.InputError(f"--eval-data {eval_spec}: other classes than --train-data")
@@ -324,7 +330,7 @@ def sources(
     eval_data = eval_data or None
     if train_data.startswith(TFDS_PREFIX):
         return tfds_sources(
-            train_data, eval_data, image_size, validation_split, tfds_data_dir, chief_first
+            train_data, eval_data, image_size, validation_split, tfds_data_dir, chief_first, seed
         )
     if train_data != SYNTHETIC:
         if eval_data == SYNTHETIC:
@@ -340,19 +346,103 @@ def sources(
 # --- pipelines --------------------------------------------------------------------------------
 
 
-def training_dataset(
-    source: Source, context: tf.distribute.InputContext, global_batch: int, seed: int
-) -> tf.data.Dataset:
-    """This worker's endless, shuffled stream of per-replica batches (``fit`` counts steps)."""
-    batch = context.get_per_replica_batch_size(global_batch)
-    keys = source.shard(context)
-    keys = keys.shuffle(
-        min(source.size, source.shuffle_buffer),
-        seed=seed + context.input_pipeline_id,
-        reshuffle_each_iteration=True,
+def steps_per_pass(size: int, global_batch: int, replicas: int) -> int:
+    """The steps of one pass over ``size`` examples, as Keras counts them for arrays.
+
+    Every step but the last trains on a full global batch; the last on the rest (the
+    ``size % global_batch`` examples, split over the replicas). When fewer examples are left
+    than there are replicas, some replica would get an empty batch, which TensorFlow's CPU
+    convolutions and batch normalization cannot take: those few examples then go into the step
+    before, whose per-replica batches grow by one.
+    """
+    if size < replicas:
+        raise cli.InputError(
+            f"{size} training examples are fewer than the {replicas} replicas: every replica "
+            "needs at least one example per step"
+        )
+    steps = -(-size // global_batch)  # ceil
+    left_for_last = size - (steps - 1) * global_batch
+    if steps > 1 and left_for_last < replicas:
+        steps -= 1
+    return steps
+
+
+def pass_batch_sizes(size: int, global_batch: int, context: tf.distribute.InputContext):
+    """The sizes of the per-replica batches this input pipeline yields in one pass, in order.
+
+    The pipeline's shard holds ``size // pipelines`` examples, one more for the first
+    ``size % pipelines`` pipelines (what ``Dataset.shard`` and ``tfds.even_splits`` give). Each
+    step it yields one batch per local replica: full batches, then its last examples split
+    as evenly as they go over its replicas, none of them empty (see ``steps_per_pass``).
+    """
+    pipelines, index = context.num_input_pipelines, context.input_pipeline_id
+    replicas = context.num_replicas_in_sync
+    local = replicas // pipelines
+    per_replica = global_batch // replicas
+    shard_size = size // pipelines + (1 if index < size % pipelines else 0)
+    full = (steps_per_pass(size, global_batch, replicas) - 1) * local
+    left = shard_size - full * per_replica
+    last = [left // local + (1 if j < left % local else 0) for j in range(local)]
+    return [per_replica] * full + last
+
+
+def _batch_by_sizes(examples: tf.data.Dataset, sizes: list[int]) -> tf.data.Dataset:
+    """``examples`` in consecutive batches of the given sizes (in one pass over them)."""
+    sizes_tensor = tf.constant(sizes, tf.int64)
+    ends = tf.constant(np.cumsum(sizes), tf.int64)
+
+    def batch_of(position, example):
+        return tf.searchsorted(ends, tf.reshape(position, [1]), side="right", out_type=tf.int64)[0]
+
+    def batch(key, window):
+        return window.map(lambda position, example: example).batch(sizes_tensor[key])
+
+    return examples.enumerate().group_by_window(
+        batch_of, batch, window_size_func=lambda key: sizes_tensor[key]
     )
-    images = keys.repeat().map(source.load, num_parallel_calls=tf.data.AUTOTUNE)
-    return images.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def _pass_seed(seed: int, pass_number, pipeline: int):
+    """The shuffle seed of one pass of one pipeline: a function of these three only."""
+    pass_number = tf.cast(pass_number, tf.int64)
+    return (tf.constant(seed, tf.int64) * 1_000_003 + pass_number) * 1_009 + pipeline
+
+
+def training_dataset(
+    source: Source,
+    context: tf.distribute.InputContext,
+    global_batch: int,
+    seed: int,
+    start_step: int = 0,
+) -> tf.data.Dataset:
+    """This worker's stream of per-replica batches from global step ``start_step`` on.
+
+    The stream is pass after pass over the data (``steps_per_pass`` steps each): in a pass,
+    every example exactly once, shuffled with a seed made of ``seed``, the pass number and the
+    worker's index. Step ``t`` of a run is step ``t % steps`` of pass ``t // steps``, so a
+    restarted run that starts at its checkpoint's step trains on exactly the batches, in the
+    same order, as the run that was interrupted. ``fit`` takes as many steps as it needs.
+    """
+    sizes = pass_batch_sizes(source.size, global_batch, context)
+    local = context.num_replicas_in_sync // context.num_input_pipelines
+    steps = steps_per_pass(source.size, global_batch, context.num_replicas_in_sync)
+    first_pass, skipped_steps = divmod(start_step, steps)
+    shard_size = sum(sizes)
+    buffer = min(shard_size, source.shuffle_buffer)
+
+    def one_pass(pass_number, skipped_batches: int = 0) -> tf.data.Dataset:
+        keys = source.shard(context).shuffle(
+            buffer, seed=_pass_seed(seed, pass_number, context.input_pipeline_id)
+        )
+        # Skip the keys of the steps already trained before loading any images: only the last
+        # step of a pass differs from full batches, and it is never skipped.
+        keys = keys.skip(sum(sizes[:skipped_batches]))
+        images = keys.map(source.load, num_parallel_calls=tf.data.AUTOTUNE)
+        return _batch_by_sizes(images, sizes[skipped_batches:])
+
+    first = one_pass(first_pass, skipped_steps * local)
+    following = tf.data.Dataset.counter(first_pass + 1).flat_map(one_pass)
+    return first.concatenate(following).prefetch(tf.data.AUTOTUNE)
 
 
 def eval_dataset(source: Source, batch: int) -> tf.data.Dataset:

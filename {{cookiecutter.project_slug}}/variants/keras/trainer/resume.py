@@ -150,7 +150,8 @@ class CheckpointCallback(keras.callbacks.Callback):
     """Saves at the end of every epoch and, within epochs, at least every ``minutes``.
 
     A mid-epoch checkpoint records how many steps of its epoch were done; after a restart only
-    the remaining steps of that epoch run (on freshly shuffled data), then the next epochs.
+    the remaining steps of that epoch run (on the batches the interrupted run would have
+    trained next: ``data.training_dataset``), then the next epochs.
     ``steps_offset`` is that count while the rest of an interrupted epoch runs.
     """
 

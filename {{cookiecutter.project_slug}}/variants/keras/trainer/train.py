@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--steps-per-epoch",
         type=cli.positive_integer,
         default=None,
-        help="default: training images // global batch",
+        help="default: one pass over the training images (the last step takes the rest)",
     )
     network = parser.add_argument_group("model")
     network.add_argument("--model", choices=model.MODELS, default="resnet50")
@@ -220,7 +220,9 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
     keras.utils.set_random_seed(args.seed)
     replicas = strategy.num_replicas_in_sync
     global_batch = args.batch_size * replicas
-    steps_per_epoch = args.steps_per_epoch or max(1, train_source.size // global_batch)
+    steps_per_epoch = args.steps_per_epoch or data.steps_per_pass(
+        train_source.size, global_batch, replicas
+    )
     logger.info(
         "%s on %s: %d replica(s), global batch %d (%d per replica), %d steps per epoch",
         _strategy_name(strategy),
@@ -267,11 +269,13 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
             )
         )
 
-    def fit(initial_epoch: int, epochs: int, steps: int) -> None:
+    def fit(initial_epoch: int, epochs: int, steps: int, start_step: int) -> None:
+        """Train epochs ``initial_epoch + 1`` to ``epochs``, on the data from global step
+        ``start_step`` on: the same data order, whichever attempt trains a step."""
         classifier.fit(
             keras.utils.experimental.DatasetCreator(
                 lambda context: data.training_dataset(
-                    train_source, context, global_batch, args.seed
+                    train_source, context, global_batch, args.seed, start_step
                 )
             ),
             epochs=epochs,
@@ -293,11 +297,13 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
                 steps_per_epoch,
             )
             checkpointing.steps_offset = done_steps
-            fit(epoch, epoch + 1, steps_per_epoch - done_steps)
+            fit(
+                epoch, epoch + 1, steps_per_epoch - done_steps, epoch * steps_per_epoch + done_steps
+            )
             trained = True
         epoch += 1
     if epoch < args.epochs:
-        fit(epoch, args.epochs, steps_per_epoch)
+        fit(epoch, args.epochs, steps_per_epoch, epoch * steps_per_epoch)
     elif not trained:
         # The last value reported must be the exported model's (vertex.yaml scores a trial by
         # its last measurement), and this attempt may run on a fresh VM: evaluate once more.

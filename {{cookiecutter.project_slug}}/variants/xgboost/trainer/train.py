@@ -281,6 +281,9 @@ def boost(args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter)
         model.MetricReporter(reporter, deval, EVAL_NAME, args.report_rounds, args.num_boost_round),
         checkpointer,
     ]
+    if resume.samples(params):
+        # Before anything else of a round: the round's samples depend on the seed and round only.
+        callbacks.insert(0, resume.SeedEachRound(args.seed))
     if args.early_stopping_rounds:
         callbacks.insert(
             0, resume.ResumableEarlyStopping(args.early_stopping_rounds, reporter.tag, EVAL_NAME)

@@ -1,0 +1,228 @@
+"""Data order: each epoch trains on every example once, and a resumed run is the same run.
+
+The end-to-end tests trace what each training step trained on: a ``sitecustomize`` module on
+the trainer's ``PYTHONPATH`` (so it also loads in the torchrun workers) wraps
+``Trainer.training_step`` to write each batch's token ids to a file per process; the test maps
+them back to the rows of its CSV file. The same module can end every process right after the
+checkpoint of a given step is published, as a preemption would, without a race on the timing.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+
+import pytest
+import torch
+from conftest import MAX_SEQ_LENGTH, PROJECT, base_args, reviews, start, wait, write_csv
+from helpers import cluster_spec, free_ports, kill
+
+from trainer import data
+
+TRAIN_ROWS = 101  # odd: no batch size or replica count divides it
+BATCH_SIZE = 8
+EPOCHS = 2
+
+SITECUSTOMIZE = '''
+"""Test hooks of test_pytorch_data_order.py: trace training batches, stop after a checkpoint."""
+import json
+import os
+
+import transformers
+
+_training_step = transformers.Trainer.training_step
+
+
+def _traced_training_step(self, model, inputs, *args, **kwargs):
+    masks = inputs["attention_mask"].bool()
+    rows = [ids[mask].tolist() for ids, mask in zip(inputs["input_ids"], masks)]
+    name = f"rank{self.args.process_index}-pid{os.getpid()}.jsonl"
+    with open(os.path.join(os.environ["TRACE_DIR"], name), "a") as handle:
+        handle.write(json.dumps({"step": self.state.global_step, "rows": rows}) + "\\n")
+    return _training_step(self, model, inputs, *args, **kwargs)
+
+
+transformers.Trainer.training_step = _traced_training_step
+
+if os.environ.get("STOP_AFTER_CHECKPOINT"):
+    import torch.distributed as dist
+
+    from trainer import resume
+
+    _on_save = resume.MirrorCheckpoints.on_save
+
+    def _on_save_then_stop(self, args, state, control, **kwargs):
+        result = _on_save(self, args, state, control, **kwargs)
+        if state.global_step == int(os.environ["STOP_AFTER_CHECKPOINT"]):
+            if dist.is_available() and dist.is_initialized():
+                dist.barrier()  # rank 0 has published the checkpoint with its marker
+            os._exit(137)
+        return result
+
+    resume.MirrorCheckpoints.on_save = _on_save_then_stop
+'''
+
+
+@pytest.mark.parametrize("grouped", [True, False], ids=["group-by-length", "random"])
+def test_epoch_order_depends_on_seed_and_epoch_only(grouped):
+    """Whatever the global RNG went through (dropout draws differ per rank), the order is the
+    same for the same seed and epoch: a permutation, another one each epoch."""
+    lengths = [(7 * i) % 23 + 1 for i in range(TRAIN_ROWS)] if grouped else None
+
+    def order(epoch: int, rng_draws: int) -> list[int]:
+        torch.rand(rng_draws)  # moves the global RNG, as a rank's dropout does
+        sampler = data.EpochOrder(TRAIN_ROWS, seed=42, lengths=lengths, batch_size=BATCH_SIZE)
+        sampler.set_epoch(epoch)
+        return list(sampler)
+
+    first = order(1, rng_draws=3)
+    assert first == order(1, rng_draws=1000)
+    assert sorted(first) == list(range(TRAIN_ROWS))
+    assert order(2, rng_draws=5) != first
+    if grouped:  # each batch holds similar lengths: spreads far below the whole set's
+        batches = [first[i : i + BATCH_SIZE] for i in range(0, TRAIN_ROWS, BATCH_SIZE)]
+        spreads = [max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches]
+        assert sum(spreads) / len(spreads) < (max(lengths) - min(lengths)) / 2
+
+
+@pytest.fixture(scope="module")
+def odd_csv(tmp_path_factory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("odd")
+    return {
+        "train": write_csv(folder / "train.csv", reviews(TRAIN_ROWS, seed=11)),
+        "eval": write_csv(folder / "eval.csv", reviews(32, seed=12)),
+    }
+
+
+def _example_ids(tiny_bert: str, train_csv: str) -> dict[tuple, int]:
+    """Each training row's token ids (as the trainer tokenizes them) -> its row number."""
+    import csv
+
+    from transformers import AutoTokenizer
+
+    with open(train_csv, newline="", encoding="utf-8") as handle:
+        texts = [row["review"] for row in csv.DictReader(handle)]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    encoded = tokenizer(texts, truncation=True, max_length=MAX_SEQ_LENGTH)["input_ids"]
+    ids = {tuple(tokens): row for row, tokens in enumerate(encoded)}
+    assert len(ids) == TRAIN_ROWS, "the test needs distinct rows"
+    return ids
+
+
+def _trace(folder) -> dict[int, list[tuple]]:
+    """Training step -> the token ids of every example trained in it, over all ranks."""
+    steps = collections.defaultdict(list)
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            steps[record["step"]].extend(tuple(row) for row in record["rows"])
+    return steps
+
+
+def _run(argv, tmp_path, name: str, replicas: int, **env) -> list[str]:
+    """The trainer as ``replicas`` Vertex replicas (one process each); their logs."""
+    trace = tmp_path / name
+    trace.mkdir()
+    hooks = tmp_path / "hooks"
+    if not hooks.exists():
+        hooks.mkdir()
+        (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    paths = [str(hooks), PROJECT, os.environ.get("PYTHONPATH", "")]
+    env = {"TRACE_DIR": str(trace), "PYTHONPATH": os.pathsep.join(paths), **env}
+    ports = free_ports(replicas)
+    pools = {"workerpool0": [f"127.0.0.1:{ports[0]}"]}
+    if replicas > 1:
+        pools["workerpool1"] = [f"127.0.0.1:{port}" for port in ports[1:]]
+    processes = []
+    for node in range(replicas):
+        node_env = dict(env, OMP_NUM_THREADS="1")
+        if replicas > 1:
+            pool, index = ("workerpool0", 0) if node == 0 else ("workerpool1", node - 1)
+            node_env["CLUSTER_SPEC"] = cluster_spec(pools, pool, index=index)
+        log = tmp_path / f"{name}-{node}.log"
+        processes.append(start(argv, log, **node_env))
+    try:
+        codes = [wait(process, timeout=300) for process in processes]
+    finally:
+        for process in processes:
+            kill(process)
+    logs = [(tmp_path / f"{name}-{node}.log").read_text() for node in range(replicas)]
+    stopped = "STOP_AFTER_CHECKPOINT" in env
+    ok = all(code != 0 for code in codes) if stopped else all(code == 0 for code in codes)
+    assert ok, f"exit codes {codes}\n" + "\n-----\n".join(log[-3000:] for log in logs)
+    return logs
+
+
+def _args(tiny_bert, odd_csv, job, *extra) -> list[str]:
+    return [
+        *base_args(tiny_bert, odd_csv, job),
+        f"--epochs={EPOCHS}",
+        f"--batch-size={BATCH_SIZE}",
+        "--logging-steps=50",
+        "--checkpoint-minutes=0",
+        *extra,
+    ]
+
+
+def _steps_per_epoch(replicas: int) -> int:
+    global_batch = BATCH_SIZE * replicas
+    return -(-TRAIN_ROWS // global_batch)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.parametrize("grouping", ["--group-by-length", "--no-group-by-length"])
+def test_two_replicas_train_on_every_example_once_per_epoch(tiny_bert, odd_csv, tmp_path, grouping):
+    """Every row once per epoch; the last step is filled up with at most global batch - 1
+    rows from the start of the epoch's order (accelerate's even batches), never more."""
+    ids = _example_ids(tiny_bert, odd_csv["train"])
+    _run(_args(tiny_bert, odd_csv, tmp_path / "job", grouping), tmp_path, "run", replicas=2)
+    per_epoch = _steps_per_epoch(2)
+    padding = per_epoch * BATCH_SIZE * 2 - TRAIN_ROWS
+    assert 0 < padding < BATCH_SIZE * 2
+    trace = _trace(tmp_path / "run")
+    assert sorted(trace) == list(range(EPOCHS * per_epoch))
+    for epoch in range(EPOCHS):
+        rows = [ids[tokens] for s in range(per_epoch) for tokens in trace[epoch * per_epoch + s]]
+        counts = collections.Counter(rows)
+        never = TRAIN_ROWS - len(counts)
+        repeats = sum(count - 1 for count in counts.values())
+        summary = f"{len(counts)} distinct, {never} never seen, {repeats} repeats"
+        assert never == 0 and repeats == padding, f"epoch {epoch + 1}: {summary}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "replicas", [1, pytest.param(2, marks=pytest.mark.distributed)], ids=["1-replica", "2-replicas"]
+)
+def test_resumed_mid_epoch_ends_with_the_same_weights(tiny_bert, odd_csv, tmp_path, replicas):
+    """Stopped right after a checkpoint in the middle of epoch 2, rerun: the rerun trains the
+    rest of epoch 2 on the same batches, and the final weights are bitwise those of a run that
+    was never stopped (CPU, gloo: the same operations in the same order)."""
+    from safetensors.torch import load_file
+
+    per_epoch = _steps_per_epoch(replicas)
+    stop = per_epoch + per_epoch // 2  # mid-epoch 2
+    assert per_epoch < stop < EPOCHS * per_epoch
+    save = [f"--save-steps={stop}"]
+    whole = tmp_path / "whole"
+    _run(_args(tiny_bert, odd_csv, whole, *save), tmp_path, "whole", replicas)
+    job = tmp_path / "job"
+    argv = _args(tiny_bert, odd_csv, job, *save)
+    _run(argv, tmp_path, "stopped", replicas, STOP_AFTER_CHECKPOINT=str(stop))
+    assert not (job / "model").exists()
+    logs = _run(argv, tmp_path, "resumed", replicas)
+    assert f"Resuming from checkpoint-{stop}" in logs[0]
+    assert f"Training from global step {stop} to {EPOCHS * per_epoch}" in logs[0]
+
+    reference, resumed = _trace(tmp_path / "whole"), _trace(tmp_path / "resumed")
+    assert min(resumed) == stop
+    changed = [s for s in resumed if sorted(resumed[s]) != sorted(reference[s])]
+    assert changed == [], f"steps that trained on other examples after the resume: {changed}"
+
+    expected = load_file(str(whole / "model" / "model.safetensors"))
+    weights = load_file(str(job / "model" / "model.safetensors"))
+    assert weights.keys() == expected.keys()
+    largest = max((weights[k] - expected[k]).abs().max().item() for k in weights)
+    assert largest == 0.0, f"max |dW| {largest:.3g}"
