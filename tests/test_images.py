@@ -2,8 +2,8 @@
 
 Each variant's CPU image is built on the stand-in base of the baked project's ``make
 base-image`` (Debian + Python, made offline and cached by tag), then run as a Vertex replica
-through ``tools.containers``: CLUSTER_SPEC and the AIP_* directories as ``/gcs/BUCKET/...``
-paths (a host folder is mounted there, as Cloud Storage FUSE is on Vertex), a hypertune
+through the tools package's ``containers``: CLUSTER_SPEC and the AIP_* directories as
+``/gcs/BUCKET/...`` paths (a host folder is mounted there, as Cloud Storage FUSE is on Vertex), a hypertune
 metric in /tmp/hypertune/output.metrics, a ``docker kill`` once a checkpoint is complete and a
 second container that resumes from it. XGBoost also runs ``make train-local IMAGE=1
 REPLICAS=2``: the local runner's chief and worker containers on a network of the job, training
@@ -236,16 +236,10 @@ def image(request, base_image, wheels, tmp_path_factory):
 
 
 def project_tools(project: Path):
-    """The baked project's tools.containers (the module under test), imported from there."""
-    sys.path.insert(0, str(project))
-    try:
-        for name in [m for m in sys.modules if m == "tools" or m.startswith("tools.")]:
-            del sys.modules[name]
-        from tools import containers
+    """The tools package's containers module (the module under test), as the project uses it."""
+    from vertex_trainer_tools import containers
 
-        return containers
-    finally:
-        sys.path.remove(str(project))
+    return containers
 
 
 def cluster_spec(pools: dict[str, list[str]], pool: str, index: int, trial: str = "") -> str:
