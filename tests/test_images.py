@@ -1,13 +1,13 @@
 """The training image of every variant, proved on a real Docker engine the way Vertex runs it.
 
-Each variant's CPU image is built on the stand-in base of the baked project's ``make
-base-image`` (Debian + Python, made offline and cached by tag), then run as a Vertex replica
-through the tools package's ``containers``: CLUSTER_SPEC and the AIP_* directories as
-``/gcs/BUCKET/...`` paths (a host folder is mounted there, as Cloud Storage FUSE is on Vertex), a hypertune
-metric in /tmp/hypertune/output.metrics, a ``docker kill`` once a checkpoint is complete and a
-second container that resumes from it. XGBoost also runs ``make train-local IMAGE=1
-REPLICAS=2``: the local runner's chief and worker containers on a network of the job, training
-through the collective, and its kill drill (``docker kill``, restart, the same model).
+Each variant's CPU image is built on the stand-in base of the baked project's ``make base-
+image`` (Debian + Python, made offline and cached by tag), then run as a Vertex replica through
+the tools package's ``containers``: CLUSTER_SPEC and the AIP_* directories as
+``/gcs/BUCKET/...`` paths (a host folder is mounted there, as Cloud Storage FUSE is on Vertex),
+a hypertune metric in /tmp/hypertune/output.metrics, a ``docker kill`` once a checkpoint is
+complete and a second container that resumes from it. XGBoost also runs ``make train-local
+IMAGE=1 REPLICAS=2``: the local runner's chief and worker containers on a network of the job,
+training through the collective, and its kill drill (``docker kill``, restart, the same model).
 
 Select with ``-m images``. Without a Docker engine (or root and debootstrap for the base) the
 tests skip with the reason; under CI (``CI=true``) that is a failure instead, since ``.ci/run``
