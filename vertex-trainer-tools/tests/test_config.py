@@ -408,16 +408,19 @@ def test_the_checks_read_the_trainer_without_importing_its_framework():
     assert run.returncode == 0, run.stderr
 
 
-def test_the_static_flags_are_the_real_parser_flags():
-    """Ground truth: the trainer's own argparse parser (this imports the framework)."""
-    train = pytest.importorskip("trainer.train")
-    cli = importlib.import_module("trainer.cli")
-    parser = cli.base_parser(train.DESCRIPTION)
-    train.add_arguments(parser)
-    real = {
-        option: action.nargs != 0
-        for action in parser._actions
-        for option in action.option_strings
-        if option.startswith("--") and option != "--help"
-    }
-    assert importlib.import_module("vertex_trainer_tools.preflight").trainer_flags() == real
+def test_a_job_args_flag_the_trainer_lacks_is_refused(tmp_path, capsys):
+    data = real_values(RAW)
+    data["job"]["args"] = ["--seed=3", "--sede=4"]
+    code, out, err = check(tmp_path, data, capsys)
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert "job.args: '--sede=4': the trainer has no flag --sede (did you mean 'seed'" in line
+
+
+def test_the_flags_are_the_trainer_parsers_own():
+    """Read by importing the project's framework-free trainer/flags.py, not by scanning code."""
+    preflight = importlib.import_module("vertex_trainer_tools.preflight")
+    flags = preflight.trainer_flags()
+    assert flags["--seed"] is True and flags["--model-dir"] is True
+    assert set(flags) >= {"--train-data", "--eval-data", "--job-dir", "--checkpoint-minutes"}
+    assert "--help" not in flags

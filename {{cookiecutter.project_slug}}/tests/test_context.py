@@ -19,10 +19,11 @@ def parsed(*argv: str) -> argparse.Namespace:
 
 
 def test_every_variant_has_the_same_contract():
-    from trainer import data, model, resume, train  # noqa: F401 - the same module set everywhere
+    from trainer import data, flags, model, resume, train  # noqa: F401 - the same module set
 
-    assert isinstance(train.DESCRIPTION, str) and train.DESCRIPTION
-    assert list(inspect.signature(train.add_arguments).parameters) == ["parser"]
+    assert isinstance(flags.DESCRIPTION, str) and flags.DESCRIPTION
+    assert list(inspect.signature(flags.add_arguments).parameters) == ["parser"]
+    assert isinstance(flags.parser(), argparse.ArgumentParser)
     assert list(inspect.signature(train.run).parameters) == ["args", "ctx"]
 
 

@@ -63,10 +63,9 @@ def smoke_args(request) -> list[str]:
 
 
 def test_every_parameter_is_a_flag_the_trainer_parses():
-    from trainer import cli, train
+    from trainer import cli, flags
 
-    parser = cli.base_parser(train.DESCRIPTION)
-    train.add_arguments(parser)
+    parser = flags.parser()
     args, unknown = parser.parse_known_args(cli.normalize_argv(trial_args()))
     assert unknown == [], f"the trainer does not accept {unknown}: rename the study parameter"
     for parameter in STUDY.parameters:

@@ -113,7 +113,6 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     )
     outputs.add_argument("--model-dir", default=None, help="where the exported model goes")
     outputs.add_argument("--checkpoint-dir", default=None, help="where checkpoints go")
-    outputs.add_argument("--tensorboard-dir", default=None, help="where TensorBoard logs go")
     outputs.add_argument(
         "--job-dir",
         default=None,
@@ -122,11 +121,6 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     )
     run = parser.add_argument_group("run")
     run.add_argument("--seed", type=integer, default=42, help="random seed")
-    run.add_argument(
-        "--project",
-        default=None,
-        help="Google Cloud project for API calls (default: CLOUD_ML_PROJECT_ID)",
-    )
     run.add_argument(
         "--checkpoint-minutes",
         type=non_negative_float,

@@ -1,9 +1,9 @@
 """The contract between ``trainer.task`` and a framework's ``trainer/train.py``.
 
-Every variant's ``train.py`` provides the same three names:
+Every variant provides the same names: ``trainer/flags.py`` (framework-free) its ``DESCRIPTION``
+(the ``--help`` text), ``add_arguments(parser)`` (its own flags, next to the shared ones of
+``trainer.cli``) and ``parser()``; ``trainer/train.py`` its loop:
 
-- ``DESCRIPTION``: the ``--help`` text;
-- ``add_arguments(parser)``: its own flags, next to the shared ones of ``trainer.cli``;
 - ``run(args, ctx) -> int``: train, report the tuning metric, export; ``ctx`` is a
   :class:`RunContext`.
 
@@ -62,7 +62,11 @@ class RunContext:
 def build(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> RunContext:
     """The context for parsed shared flags (``trainer.cli.base_parser``) and the environment."""
     dirs = runtime.resolve_output_dirs(
-        args.model_dir, args.checkpoint_dir, args.tensorboard_dir, args.job_dir, environ=environ
+        args.model_dir,
+        args.checkpoint_dir,
+        getattr(args, "tensorboard_dir", None),  # trainers that write no TensorBoard logs lack it
+        args.job_dir,
+        environ=environ,
     )
     return RunContext(
         cluster=runtime.cluster_from_env(environ),

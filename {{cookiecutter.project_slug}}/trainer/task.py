@@ -1,7 +1,8 @@
 """The entry point: ``python -m trainer.task [flags]``, locally, in the container and on Vertex.
 
-Common flags come from ``trainer.cli``; the framework's flags and training loop come from
-``trainer.train``, called as ``train.run(args, ctx)`` (the contract: ``trainer.context``).
+The flags come from ``trainer.flags`` (the shared ones of ``trainer.cli`` and the framework's),
+the training loop from ``trainer.train``, called as ``train.run(args, ctx)`` (the contract:
+``trainer.context``).
 Vertex appends hyperparameter-tuning trial values as ``--name=value``.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from trainer import cli, context, train
+from trainer import cli, context, flags, train
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,9 +19,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    parser = cli.base_parser(train.DESCRIPTION)
-    train.add_arguments(parser)
-    args = cli.parse_args(parser, argv)
+    args = cli.parse_args(flags.parser(), argv)
     try:
         return train.run(args, context.build(args)) or 0
     except cli.InputError as error:

@@ -1,22 +1,22 @@
 """Checks of vertex.yaml against what lies outside it, before any API call.
 
 - Vertex's own names: accelerator types and regions (from google-cloud-aiplatform when it is
-  installed, else the copies below, which a test holds equal to it);
-- the trainer: every ``hpt.parameters`` id must be a flag of ``python -m trainer.task``, since
-  Vertex passes ``--<id>=<value>`` and the trainer ignores flags it does not know (a typo would
-  tune nothing), and ``hpt.metric`` must be the tag and goal the trainer reports.
+  installed, else the copies in ``gcp_names.py``, which a test holds equal to it);
+- the trainer: every ``job.args`` flag and every ``hpt.parameters`` id must be a flag of
+  ``python -m trainer.task``, since Vertex passes ``--<id>=<value>`` and the trainer ignores
+  flags it does not know (a typo would tune nothing), and ``hpt.metric`` must be the tag and
+  goal the trainer reports.
 
-Nothing here imports the ML framework: the flags are read from the trainer's source with
-``ast`` (``add_argument("--flag", ...)`` in ``trainer/task.py`` and the trainer modules it
-imports), the metric from ``trainer/metric.py``, a framework-free module of the variant.
+Nothing here imports the ML framework: the flags come from the project's ``trainer/flags.py``
+and the metric from ``trainer/metric.py``, framework-free modules of the variant, imported.
 ``vertex-tools check`` and ``submit.py`` run these checks.
 """
 
 from __future__ import annotations
 
-import ast
+import argparse
 import contextlib
-import importlib.util
+import importlib
 import sys
 import warnings
 from collections.abc import Sequence
@@ -25,8 +25,6 @@ from pathlib import Path
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
 from vertex_trainer_tools.project import project_root
-
-NO_VALUE_ACTIONS = ("store_true", "store_false", "store_const", "append_const", "count")
 
 
 def accelerator_types() -> set[str]:
@@ -58,75 +56,82 @@ def _quiet():
         yield
 
 
+@contextlib.contextmanager
+def _trainer_package(root: Path):
+    """Import the project's framework-free ``trainer`` modules from ``root``, then forget them
+    (another project, or the same one edited, is read afresh)."""
+    before = {name: module for name, module in sys.modules.items() if _is_trainer(name)}
+    for name in before:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(root))
+        for name in [name for name in sys.modules if _is_trainer(name)]:
+            del sys.modules[name]
+        sys.modules.update(before)
+
+
+def _is_trainer(name: str) -> bool:
+    return name == "trainer" or name.startswith("trainer.")
+
+
+def trainer_parser(root: Path | None = None) -> argparse.ArgumentParser | None:
+    """``python -m trainer.task``'s parser, from the variant's ``trainer/flags.py`` (which imports
+    no framework); None for a project without one."""
+    root = root or project_root()
+    if not (root / "trainer" / "flags.py").is_file():
+        return None
+    with _trainer_package(root):
+        return importlib.import_module("trainer.flags").parser()
+
+
 def trainer_flags(root: Path | None = None) -> dict[str, bool]:
-    """``python -m trainer.task``'s flags, each mapped to whether it takes a value.
-
-    Read from the source of ``trainer/task.py`` and of every trainer module it imports,
-    directly or not: ``add_argument`` calls with ``--`` names (``BooleanOptionalAction`` adds
-    ``--no-x``). Other programs in trainer/ (e.g. ``trainer/predict.py``) are not imported by
-    the task, so their flags do not count.
-    """
-    package = (root or project_root()) / "trainer"
-    todo = ["task"] if (package / "task.py").is_file() else [p.stem for p in package.glob("*.py")]
-    seen: set[str] = set()
-    flags: dict[str, bool] = {}
-    while todo:
-        name = todo.pop()
-        path = package / f"{name}.py"
-        if name in seen or not path.is_file():
-            continue
-        seen.add(name)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            todo.extend(_trainer_imports(node))
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
-                _add_flags(node, flags)
-    return flags
-
-
-def _trainer_imports(node: ast.AST) -> list[str]:
-    """Modules of the trainer package that ``node`` imports."""
-    if isinstance(node, ast.ImportFrom):
-        module = node.module or ""
-        if (node.level == 1 and not module) or module == "trainer":
-            return [alias.name for alias in node.names]
-        if module.startswith("trainer.") or node.level == 1:
-            return [module.removeprefix("trainer.").split(".")[0]]
-    if isinstance(node, ast.Import):
-        return [a.name.split(".")[1] for a in node.names if a.name.startswith("trainer.")]
-    return []
-
-
-def _add_flags(call: ast.Call, flags: dict[str, bool]) -> None:
-    action = next((k.value for k in call.keywords if k.arg == "action"), None)
-    boolean_optional = getattr(action, "attr", getattr(action, "id", "")) == "BooleanOptionalAction"
-    takes_value = not (
-        boolean_optional or isinstance(action, ast.Constant) and action.value in NO_VALUE_ACTIONS
-    )
-    for arg in call.args:
-        if isinstance(arg, ast.Constant) and str(arg.value).startswith("--"):
-            flags[arg.value] = takes_value
-            if boolean_optional:
-                flags["--no-" + arg.value[2:]] = False
+    """``python -m trainer.task``'s flags, each mapped to whether it takes a value."""
+    parser = trainer_parser(root)
+    if parser is None:
+        return {}
+    return {
+        option: action.nargs != 0
+        for action in parser._actions  # argparse keeps no public list of its options
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    }
 
 
 def reported_metric(trainer_args: Sequence[str], root: Path | None = None):
     """``(metric id, goal)`` from the variant's ``trainer/metric.py``; None without one."""
     root = root or project_root()
-    path = root / "trainer" / "metric.py"
-    if not path.is_file():
+    if not (root / "trainer" / "metric.py").is_file():
         return None
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))  # it may import framework-free trainer modules
-    spec = importlib.util.spec_from_file_location("_trainer_metric", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.reported_metric(list(trainer_args))
+    with _trainer_package(root):
+        return importlib.import_module("trainer.metric").reported_metric(list(trainer_args))
+
+
+def args_problems(trainer_args: Sequence[str], root: Path | None = None) -> list[tuple]:
+    """``(key, why)`` for ``--flags`` in the trainer's arguments that the trainer does not have:
+    it would only warn and ignore them on Vertex, after the VMs started."""
+    flags = {f[2:].replace("_", "-") for f in trainer_flags(root)}
+    problems = []
+    for argument in trainer_args if flags else ():
+        if not argument.startswith("--"):
+            continue
+        name = argument[2:].partition("=")[0].replace("_", "-")
+        if name not in flags:
+            problems.append(
+                (
+                    "job.args",
+                    f"{argument!r}: the trainer has no flag --{name}"
+                    + (schema.close_matches(name, flags) or " (see python -m trainer.task --help)"),
+                )
+            )
+    return problems
 
 
 def hpt_problems(hpt, trainer_args: Sequence[str], root: Path | None = None) -> list[tuple]:
     """``(key, why)`` for study parameters the trainer lacks and a metric it does not report."""
     problems = []
-    root = root or project_root()
     flags = {f[2:].replace("_", "-"): value for f, value in trainer_flags(root).items()}
     for parameter in hpt.parameters if flags else ():
         name = parameter.id.replace("_", "-")
@@ -194,8 +199,9 @@ def vertex_problems(cfg) -> list[tuple[str, str]]:
 def problems(cfg, trainer_args: Sequence[str] | None = None, hpt: bool = True) -> list[str]:
     """Every pre-flight problem as one located line (``<file>:<line>: <key>: <why>``)."""
     found = vertex_problems(cfg)
+    args = list(cfg.job.args) if trainer_args is None else list(trainer_args)
+    found += args_problems(args)
     if hpt and cfg.hpt is not None:
-        args = list(cfg.job.args) if trainer_args is None else list(trainer_args)
         found += hpt_problems(cfg.hpt, args)
     try:
         root = schema.load_yaml(Path(cfg.path).read_text(), cfg.path)

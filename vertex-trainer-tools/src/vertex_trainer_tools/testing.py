@@ -21,8 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
+from vertex_trainer_tools.local_run import launcher
 from vertex_trainer_tools.project import project_root
 
 CHIEF = "workerpool0-0"
@@ -125,16 +124,7 @@ def install_fake_trainer(tmp_path: Path, monkeypatch) -> Path:
 
 def job_processes(job_id: str) -> list[int]:
     """Live processes (not zombies) whose environment carries this job's CLOUD_ML_JOB_ID."""
-    found = []
-    for process in psutil.process_iter():
-        try:
-            if process.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if process.environ().get("CLOUD_ML_JOB_ID") == job_id:
-                found.append(process.pid)
-        except (psutil.Error, OSError):
-            continue
-    return found
+    return [process.pid for process in launcher.job_processes(job_id)]
 
 
 def runner_temp_dirs(job_id: str) -> list[str]:

@@ -284,7 +284,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
         launcher = images.ContainerLauncher(image, job, config.base_output_dir, args.gpus)
     else:
         launcher = ProcessLauncher(
-            args.module, project_root(), tmp_prefix=f"local_run-{job.job_id}-"
+            args.module, project_root(), tmp_prefix=f"local_run-{job.job_id}-", job_id=job.job_id
         )
     try:
         return run(job, config, args, launcher)

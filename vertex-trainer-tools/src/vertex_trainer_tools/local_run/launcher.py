@@ -8,7 +8,6 @@ image, with the same two methods (``start``, ``close``) and the same handle.
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import signal
@@ -18,6 +17,8 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Protocol
+
+import psutil
 
 from vertex_trainer_tools import contract
 
@@ -94,78 +95,107 @@ def process_env(
     return env
 
 
-def _load_prctl():
-    if not sys.platform.startswith("linux"):
-        return None
+def _running(pid: int, started: float) -> bool:
+    """True while the process ``pid`` that started at ``started`` exists and is not a zombie."""
     try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _load_prctl()
+        process = psutil.Process(pid)
+        return process.create_time() == started and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
-def _child_setup(cpus: set[int] | None):
-    """What runs in a replica's process before it executes Python (Linux only)."""
-
-    def setup() -> None:  # pragma: no cover - runs in the child after fork
-        if _PRCTL is not None:
-            # The replica gets SIGKILL if the runner itself is killed, so nothing is orphaned.
-            _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-
-    return setup if _PRCTL is not None or cpus else None
-
-
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, session id, start time) of ``pid`` from /proc, or None once it is gone."""
+def _session(pid: int) -> int | None:
     try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rpartition(")")[2].split()
+        return os.getsid(pid)
     except OSError:
         return None
-    return fields[0], int(fields[3]), int(fields[19])
 
 
-def _running(pid: int, started: int) -> bool:
-    """True while the process ``pid`` that started at ``started`` exists and is not a zombie."""
-    stat = _stat(pid)
-    return stat is not None and stat[0] not in ("Z", "X") and stat[2] == started
-
-
-def replica_processes(env: Mapping[str, str], session: int) -> dict[int, int]:
+def replica_processes(env: Mapping[str, str], session: int) -> dict[int, float]:
     """Live processes (not this one) of a replica: {pid: start time}.
 
     They are the processes in the replica's ``session`` and those whose environment has the
     replica's job id and spec (they escaped into sessions of their own, as torchrun's workers
-    do). Linux only: elsewhere, none.
+    do).
     """
-    if not os.path.isdir("/proc") or "CLOUD_ML_JOB_ID" not in env:
+    if "CLOUD_ML_JOB_ID" not in env:
         return {}
-    needles = [f"CLOUD_ML_JOB_ID={env['CLOUD_ML_JOB_ID']}".encode()]
-    if "CLUSTER_SPEC" in env:
-        needles.append(f"CLUSTER_SPEC={env['CLUSTER_SPEC']}".encode())
+    wanted = {key: env[key] for key in ("CLOUD_ML_JOB_ID", "CLUSTER_SPEC") if key in env}
     found = {}
-    for folder in glob.glob("/proc/[0-9]*"):
-        pid = int(folder.rpartition("/")[2])
-        stat = _stat(pid)
-        if pid == os.getpid() or stat is None or stat[0] in ("Z", "X"):
-            continue
-        if stat[1] == session:
-            found[pid] = stat[2]
-            continue
+    for process in psutil.process_iter():
         try:
-            with open(f"{folder}/environ", "rb") as handle:
-                variables = handle.read().split(b"\0")
-        except OSError:  # gone, or another user's
+            if process.pid == os.getpid() or process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if _session(process.pid) == session:
+                found[process.pid] = process.create_time()
+                continue
+            variables = process.environ()
+            if all(variables.get(key) == value for key, value in wanted.items()):
+                found[process.pid] = process.create_time()
+        except psutil.Error:  # gone, or another user's
             continue
-        if all(needle in variables for needle in needles):
-            found[pid] = stat[2]
     return found
+
+
+def job_processes(job_id: str) -> list[psutil.Process]:
+    """Live processes whose environment carries this job's CLOUD_ML_JOB_ID."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE or process.pid == os.getpid():
+                continue
+            if process.environ().get("CLOUD_ML_JOB_ID") == job_id:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+class ReplicaGuard:
+    """Kills the job's replica processes if the runner dies before ``release()``.
+
+    A runner killed with SIGKILL runs no clean-up, and its replicas would train on. The guard is
+    a small process in a session of its own that reads a pipe from the runner: the pipe closes
+    whenever the runner ends, and only ``release()`` writes ``done`` into it first.
+    """
+
+    def __init__(self, job_id: str):
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "vertex_trainer_tools.local_run.launcher", "guard", job_id],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def release(self) -> None:
+        try:
+            self._process.stdin.write(b"done\n")
+            self._process.stdin.close()
+        except OSError:  # the guard is gone already
+            pass
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+def _guard(job_id: str) -> int:
+    """The process behind ``ReplicaGuard``: on EOF without ``done``, SIGKILL the job's processes."""
+    if sys.stdin.read().strip() == "done":
+        return 0
+    deadline = time.monotonic() + KILL_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        left = job_processes(job_id)
+        if not left:
+            return 0
+        for process in left:
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(left, timeout=POLL_SECONDS * 10)
+    return 1
 
 
 class ProcessHandle:
@@ -176,7 +206,7 @@ class ProcessHandle:
         self.pid = process.pid
         self.stdout = process.stdout
         self._env = dict(env)
-        self._seen: dict[int, int] = {}  # every process of the replica signalled: start times
+        self._seen: dict[int, float] = {}  # every process of the replica signalled: start times
 
     def poll(self) -> int | None:
         return self.process.poll()
@@ -189,7 +219,7 @@ class ProcessHandle:
 
         torchrun starts its workers in sessions of their own, so the group alone is not
         enough: the processes that carry this replica's CLOUD_ML_JOB_ID and CLUSTER_SPEC are
-        found in /proc (Linux) and signalled too, like everything on a preempted VM.
+        found (psutil) and signalled too, like everything on a preempted VM.
         """
         try:
             os.killpg(self.pid, signum)
@@ -232,12 +262,14 @@ class ProcessLauncher:
         cwd: str | os.PathLike = ".",
         python: str = sys.executable,
         tmp_prefix: str | None = None,
+        job_id: str | None = None,
     ):
         self.module = module
         self.cwd = str(cwd)
         self.python = python
         # Each replica's TMPDIR lives in here; close() deletes it when the job ends.
         self.tmp_root = tempfile.mkdtemp(prefix=tmp_prefix) if tmp_prefix else None
+        self.guard = ReplicaGuard(job_id) if job_id else None
 
     def command(self, args: Sequence[str]) -> list[str]:
         return [self.python, "-m", self.module, *args]
@@ -256,10 +288,23 @@ class ProcessLauncher:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group
-            preexec_fn=_child_setup(getattr(replica, "cpus", None)),
         )
+        cpus = getattr(replica, "cpus", None)
+        if cpus and hasattr(psutil.Process, "cpu_affinity"):
+            try:  # set before the interpreter starts its threads, which inherit it
+                psutil.Process(process.pid).cpu_affinity(sorted(cpus))
+            except psutil.Error:
+                pass
         return ProcessHandle(process, full_env)
 
     def close(self) -> None:
+        if self.guard:
+            self.guard.release()
         if self.tmp_root:
             shutil.rmtree(self.tmp_root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "guard":
+        sys.exit("usage: python -m vertex_trainer_tools.local_run.launcher guard JOB_ID")
+    sys.exit(_guard(sys.argv[2]))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import tensorflow as tf
 import tf_keras as keras
 
-from trainer import cli, data
+from trainer import cli, data, flags
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
@@ -32,7 +32,8 @@ APPLICATIONS = {
 }
 SMALL_CNN = "small-cnn"
 MODELS = (*APPLICATIONS, SMALL_CNN)
-WEIGHTS = ("imagenet", "none")
+WEIGHTS = flags.WEIGHTS
+assert MODELS == flags.MODELS, "trainer/flags.py offers the models built here"
 MIN_APPLICATION_SIZE = 32
 
 

@@ -23,80 +23,16 @@ import tf_keras as keras
 
 from trainer import cli, data, hptune, model, resume, runtime
 from trainer.context import RunContext
+from trainer.flags import DEFAULT_IMAGE_SIZE, SYNTHETIC_IMAGE_SIZE
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
-
-DESCRIPTION = "Train a Keras image classifier on Vertex AI or locally."
-DEFAULT_IMAGE_SIZE = 224
-SYNTHETIC_IMAGE_SIZE = 32
-TRAINING_POOLS = {"workerpool0", "workerpool1"}
-
-
-def _validation_split(value: str) -> float:
-    number = cli.non_negative_float(value)
-    if not 0 < number < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {value!r}")
-    return number
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    training = parser.add_argument_group("training (hyperparameter-tuning parameters too)")
-    training.add_argument("--epochs", type=cli.positive_integer, default=10)
-    training.add_argument(
-        "--batch-size",
-        type=cli.positive_integer,
-        default=32,
-        help="per replica; the global batch is this times the number of replicas",
-    )
-    training.add_argument("--learning-rate", type=cli.positive_float, default=1e-3)
-    training.add_argument(
-        "--steps-per-epoch",
-        type=cli.positive_integer,
-        default=None,
-        help="default: one pass over the training images (the last step takes the rest)",
-    )
-    network = parser.add_argument_group("model")
-    network.add_argument("--model", choices=model.MODELS, default="resnet50")
-    network.add_argument(
-        "--weights",
-        choices=model.WEIGHTS,
-        default="imagenet",
-        help="'imagenet' downloads pretrained weights; 'none' trains from scratch (offline)",
-    )
-    network.add_argument(
-        "--fine-tune",
-        action="store_true",
-        help="also train the pretrained layers (default: frozen with --weights=imagenet)",
-    )
-    network.add_argument(
-        "--image-size",
-        type=cli.positive_integer,
-        default=None,
-        help=f"images are resized to this square (default: {DEFAULT_IMAGE_SIZE}, "
-        f"{SYNTHETIC_IMAGE_SIZE} for synthetic data)",
-    )
-    inputs = parser.add_argument_group("input data (see also --train-data, --eval-data)")
-    inputs.add_argument(
-        "--validation-split",
-        type=_validation_split,
-        default=0.1,
-        help="fraction of an image folder held out for evaluation when --eval-data is not given",
-    )
-    inputs.add_argument("--synthetic-examples", type=cli.positive_integer, default=512)
-    inputs.add_argument("--synthetic-classes", type=cli.positive_integer, default=4)
-    inputs.add_argument(
-        "--tfds-data-dir",
-        default=None,
-        help="where tfds:<name> datasets are prepared, e.g. gs://bucket/tensorflow_datasets "
-        "(default: $TFDS_DATA_DIR or ~/tensorflow_datasets)",
-    )
 
 
 def make_strategy(cluster: runtime.Cluster) -> tf.distribute.Strategy:
     """Pick the strategy; MultiWorkerMirroredStrategy must exist before any other TF op runs."""
     if cluster.is_distributed:
-        extra = sorted(set(cluster.pools) - TRAINING_POOLS)
+        extra = sorted(set(cluster.pools) - set(runtime.TRAINING_POOLS))
         if extra:
             raise cli.InputError(
                 f"worker pools {', '.join(extra)} (parameter servers, evaluators) are not used "

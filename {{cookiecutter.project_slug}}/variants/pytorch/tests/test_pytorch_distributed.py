@@ -8,7 +8,7 @@ import pytest
 from conftest import base_args, start, wait
 from helpers import cluster_spec, free_ports, kill, read_metrics
 
-from trainer import checkpoints, cli, distributed, runtime, train
+from trainer import checkpoints, cli, distributed, flags, runtime
 
 pytestmark = pytest.mark.distributed
 
@@ -76,8 +76,7 @@ def test_two_replicas_train_one_ddp_job(tiny_bert, csv_data, tmp_path):
 
 
 def _parse(argv: list[str]):
-    parser = cli.base_parser(train.DESCRIPTION)
-    train.add_arguments(parser)
+    parser = flags.parser()
     return cli.parse_args(parser, argv)
 
 

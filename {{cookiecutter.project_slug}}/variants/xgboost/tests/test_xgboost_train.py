@@ -21,7 +21,7 @@ from conftest import (
 )
 from helpers import read_metrics
 
-from trainer import cli, objectives, train
+from trainer import cli, flags, objectives
 
 
 def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_path):
@@ -216,8 +216,7 @@ def test_reported_metric_is_the_exported_models_auc(breast_cancer, tmp_path):
 def test_hpt_study_matches_the_trainer():
     """vertex.yaml's study: its metric is the tag reported by default, its parameters are flags."""
     study = yaml.safe_load((PROJECT_ROOT / "vertex.yaml").read_text())["hpt"]
-    parser = cli.base_parser(train.DESCRIPTION)
-    train.add_arguments(parser)
+    parser = flags.parser()
     defaults = parser.parse_args([])
     declared = objectives.tuning_metric(defaults.objective, defaults.eval_metric)
     assert (study["metric"]["id"], study["metric"]["goal"]) == declared

@@ -7,24 +7,10 @@ and ``make submit-hpt`` read it to check the study before any API call.
 
 from __future__ import annotations
 
-from trainer import objectives
-
-
-def flag_value(args: list[str], name: str, default: str | None) -> str | None:
-    """The last value of ``--name`` in ``args`` (``--a_b=v``, ``--a-b=v`` or ``--a-b v``)."""
-    value = default
-    for index, token in enumerate(args):
-        flag, sep, rest = token.partition("=")
-        if flag.replace("_", "-") != f"--{name}":
-            continue
-        if sep:
-            value = rest
-        elif index + 1 < len(args):
-            value = args[index + 1]
-    return value
+from trainer import cli, flags, objectives
 
 
 def reported_metric(trainer_args: list[str]) -> tuple[str, str]:
     """``(metric id, goal)`` the trainer reports when run with ``trainer_args``."""
-    objective = flag_value(trainer_args, "objective", "binary") or ""
-    return objectives.tuning_metric(objective, flag_value(trainer_args, "eval-metric", None))
+    args, _ = flags.parser().parse_known_args(cli.normalize_argv(list(trainer_args)))
+    return objectives.tuning_metric(args.objective, args.eval_metric)

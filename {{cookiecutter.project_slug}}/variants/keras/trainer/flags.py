@@ -1,0 +1,93 @@
+"""The flags of ``python -m trainer.task``: the shared ones of ``trainer.cli`` and this trainer's.
+
+Framework-free on purpose: the tools (``make check``, ``make submit-hpt``, the local emulator)
+import it to know the trainer's flags, so a study parameter or a ``job.args`` flag the trainer
+lacks is refused before any job starts. Add a flag here and read it in ``train.run(args, ctx)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from trainer import cli
+
+DEFAULT_IMAGE_SIZE = 224
+SYNTHETIC_IMAGE_SIZE = 32
+# The models trainer/model.py builds (Keras applications, then a small CNN for tests).
+MODELS = ("resnet50", "mobilenet_v2", "efficientnet_b0", "small-cnn")
+WEIGHTS = ("imagenet", "none")
+
+
+def _validation_split(value: str) -> float:
+    number = cli.non_negative_float(value)
+    if not 0 < number < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {value!r}")
+    return number
+
+
+DESCRIPTION = "Train a Keras image classifier on Vertex AI or locally."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    training = parser.add_argument_group("training (hyperparameter-tuning parameters too)")
+    training.add_argument("--epochs", type=cli.positive_integer, default=10)
+    training.add_argument(
+        "--batch-size",
+        type=cli.positive_integer,
+        default=32,
+        help="per replica; the global batch is this times the number of replicas",
+    )
+    training.add_argument("--learning-rate", type=cli.positive_float, default=1e-3)
+    training.add_argument(
+        "--steps-per-epoch",
+        type=cli.positive_integer,
+        default=None,
+        help="default: one pass over the training images (the last step takes the rest)",
+    )
+    network = parser.add_argument_group("model")
+    network.add_argument("--model", choices=MODELS, default="resnet50")
+    network.add_argument(
+        "--weights",
+        choices=WEIGHTS,
+        default="imagenet",
+        help="'imagenet' downloads pretrained weights; 'none' trains from scratch (offline)",
+    )
+    network.add_argument(
+        "--fine-tune",
+        action="store_true",
+        help="also train the pretrained layers (default: frozen with --weights=imagenet)",
+    )
+    network.add_argument(
+        "--image-size",
+        type=cli.positive_integer,
+        default=None,
+        help=f"images are resized to this square (default: {DEFAULT_IMAGE_SIZE}, "
+        f"{SYNTHETIC_IMAGE_SIZE} for synthetic data)",
+    )
+    inputs = parser.add_argument_group("input data (see also --train-data, --eval-data)")
+    inputs.add_argument(
+        "--validation-split",
+        type=_validation_split,
+        default=0.1,
+        help="fraction of an image folder held out for evaluation when --eval-data is not given",
+    )
+    inputs.add_argument("--synthetic-examples", type=cli.positive_integer, default=512)
+    inputs.add_argument("--synthetic-classes", type=cli.positive_integer, default=4)
+    inputs.add_argument(
+        "--tfds-data-dir",
+        default=None,
+        help="where tfds:<name> datasets are prepared, e.g. gs://bucket/tensorflow_datasets "
+        "(default: $TFDS_DATA_DIR or ~/tensorflow_datasets)",
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    """The whole command line: shared flags, then this trainer's."""
+    result = cli.base_parser(DESCRIPTION)
+    add_arguments(result)
+    result.add_argument(
+        "--tensorboard-dir",
+        default=None,
+        help="where TensorBoard logs go (AIP_TENSORBOARD_LOG_DIR)",
+    )
+    return result
