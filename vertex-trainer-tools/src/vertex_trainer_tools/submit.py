@@ -27,9 +27,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from build import BuildBackendException, BuildException, ProjectBuilder
+from google.protobuf import json_format
 from pyproject_hooks import quiet_subprocess_runner
 
+from build import BuildBackendException, BuildException, ProjectBuilder
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools import preflight
 from vertex_trainer_tools.render import (
@@ -341,9 +342,11 @@ def submit(args: argparse.Namespace) -> int:
     hpt_job = build_hpt_job(cfg, display_name, job) if args.hpt else None
 
     if offline:
-        target = hpt_job._gca_resource.trial_job_spec if hpt_job else job.job_spec
-        apply_run_options(target, options, cfg)
-        request = (hpt_job or job).to_dict()
+        if hpt_job is None:
+            apply_run_options(job.job_spec, options, cfg)
+            request = job.to_dict()
+        else:
+            request = json_format.MessageToDict(study_request(cfg, hpt_job, options)._pb)
         if args.gcloud_config:
             command = write_gcloud_config(cfg, request, args.hpt, display_name)
             if args.package:
@@ -352,7 +355,61 @@ def submit(args: argparse.Namespace) -> int:
         else:
             print(json.dumps(request, indent=2))
         return 0
+    if hpt_job is not None and not args.sync:
+        return create_study(cfg, hpt_job, options, credentials, endpoint)
     return run(cfg, args, job, hpt_job, options)
+
+
+def console_url(resource_name: str) -> str:
+    """The Cloud console page of a training job or study (``projects/P/locations/L/KIND/ID``)."""
+    _, project, _, location, _, job_id = resource_name.split("/")
+    return (
+        f"https://console.cloud.google.com/vertex-ai/locations/{location}/training/{job_id}"
+        f"?project={project}"
+    )
+
+
+def print_where(resource_name: str, hpt: bool, region: str) -> None:
+    print(f"Submitted {resource_name}")
+    print(f"  view:  {console_url(resource_name)}")
+    print(f"  logs:  {log_hint(hpt, resource_name, region)}", flush=True)
+
+
+def study_request(cfg, hpt_job, options):
+    """The HyperparameterTuningJob that ``hpt_job.run(**options)`` would send, as a message of
+    our own (the SDK's stays private until the study exists)."""
+    from google.cloud import aiplatform_v1
+
+    study = aiplatform_v1.HyperparameterTuningJob.from_json(json.dumps(hpt_job.to_dict()))
+    apply_run_options(study.trial_job_spec, options, cfg)
+    return study
+
+
+def create_study(cfg, hpt_job, options, credentials, endpoint: str | None) -> int:
+    """Create the study and return (``SYNC=0``). The SDK's ``run(sync=False)`` would keep a
+    polling thread that Python joins at exit, so the request goes through the public GAPIC
+    client, with the run options applied as the SDK applies them."""
+    from google.api_core import exceptions
+    from google.api_core.client_options import ClientOptions
+    from google.cloud import aiplatform_v1
+
+    study = study_request(cfg, hpt_job, options)
+    client = aiplatform_v1.JobServiceClient(
+        credentials=credentials,
+        transport="rest" if endpoint else "grpc",
+        client_options=ClientOptions(
+            api_endpoint=endpoint or f"{cfg.region}-aiplatform.googleapis.com"
+        ),
+    )
+    try:
+        created = client.create_hyperparameter_tuning_job(
+            parent=f"projects/{cfg.project}/locations/{cfg.region}",
+            hyperparameter_tuning_job=study,
+        )
+    except exceptions.GoogleAPICallError as error:
+        raise SubmitError(f"Vertex AI refused the request: {error.message}") from None
+    print_where(created.name, True, cfg.region)
+    return 0
 
 
 def run(cfg, args, job, hpt_job, options) -> int:
@@ -367,16 +424,8 @@ def run(cfg, args, job, hpt_job, options) -> int:
             hpt_job.run(sync=False, **options)
             hpt_job.wait_for_resource_creation()
             resource = hpt_job
-        print(f"Submitted {resource.resource_name}")
-        print(f"  view:  {resource._dashboard_uri()}")
-        print(f"  logs:  {log_hint(hpt_job is not None, resource.resource_name, cfg.region)}")
-        sys.stdout.flush()
+        print_where(resource.resource_name, hpt_job is not None, cfg.region)
         if not args.sync:
-            if hpt_job is not None:
-                # The SDK polls the study in a worker thread that Python joins at exit; the job
-                # is created and nothing is left to do here, so leave without waiting for it.
-                sys.stderr.flush()
-                os._exit(0)
             return 0
         if hpt_job is None:
             job.wait_for_completion()
@@ -384,8 +433,8 @@ def run(cfg, args, job, hpt_job, options) -> int:
             hpt_job.wait()
     except RuntimeError as error:
         resource = hpt_job or job
-        state = resource._gca_resource.state.name
-        message = resource._gca_resource.error.message or str(error).splitlines()[0]
+        state = resource.state.name
+        message = resource.error.message or str(error).splitlines()[0]
         raise SubmitError(f"{resource.resource_name} ended in {state}: {message}") from None
     except exceptions.GoogleAPICallError as error:
         raise SubmitError(f"Vertex AI refused the request: {error.message}") from None
