@@ -82,16 +82,23 @@ def tools_version(checkout: str) -> str:
         return re.search(r'__version__ = "([^"]+)"', handle.read()).group(1)
 
 
+def is_remote(template: str) -> bool:
+    """A template cookiecutter (or cruft) cloned: gh:, gl:, bb:, git@..., https://..."""
+    if template.startswith(("gh:", "gl:", "bb:", "git@", "git+")):
+        return True
+    return "://" in template and not template.startswith("file:")
+
+
 def tools_source(template: str, checkout: str) -> str:
-    if os.path.isfile(os.path.join(template, TOOLS_FOLDER, "pyproject.toml")):
-        return os.path.join(os.path.abspath(template), TOOLS_FOLDER)  # a local checkout
-    # Cloned by cookiecutter or cruft (gh:..., https://..., git@...):
+    if not is_remote(template):
+        return os.path.join(checkout, TOOLS_FOLDER)  # a local checkout, as `make demo` bakes
     if git(checkout, "tag", "--list", f"tools-v{tools_version(checkout)}"):
         return ""  # released: the package index has it
     url, commit = git(checkout, "remote", "get-url", "origin"), git(checkout, "rev-parse", "HEAD")
     if not url or not commit:
         return ""
-    url = url if "://" in url else "ssh://" + url.replace(":", "/", 1)
+    if "://" not in url and ":" in url:  # scp-like git@github.com:org/repo.git
+        url = "ssh://" + url.replace(":", "/", 1)
     return f"git+{url}@{commit}#subdirectory={TOOLS_FOLDER}"
 
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from conftest import PROJECT, TINY, start, subprocess_env, wait_all
 from helpers import cluster_spec, free_ports
 
-from trainer import checkpoints, data, resume
+from trainer import checkpoints, data, passes, resume
 
 
 def _numbered(size: int) -> data.Source:
@@ -28,7 +28,7 @@ def _stream(source, workers: int, per_replica: int, start_step: int, steps: int)
     batches = []
     for worker in range(workers):
         context = tf.distribute.InputContext(workers, worker, workers)
-        dataset = data.training_dataset(source, context, per_replica * workers, 7, start_step)
+        dataset = passes.training_dataset(source, context, per_replica * workers, 7, start_step)
         batches.append([indices.numpy().tolist() for indices, _ in dataset.take(steps)])
     return [list(step) for step in zip(*batches, strict=True)]
 
@@ -41,7 +41,7 @@ def test_each_pass_trains_on_every_example_once(size, per_replica, workers):
     """Whatever the size, batch and worker count: every example once per pass, no empty
     batch, full global batches but in the last step, which takes the rest."""
     source = _numbered(size)
-    steps = data.steps_per_pass(size, per_replica * workers, workers)
+    steps = passes.steps_per_pass(size, per_replica * workers, workers)
     stream = _stream(source, workers, per_replica, 0, 3 * steps)
     for number in range(3):
         one_pass = stream[number * steps : (number + 1) * steps]
@@ -50,19 +50,19 @@ def test_each_pass_trains_on_every_example_once(size, per_replica, workers):
         sizes = [sum(len(batch) for batch in step) for step in one_pass]
         assert sizes[:-1] == [per_replica * workers] * (steps - 1)
         assert all(batch for step in one_pass for batch in step)
-    passes = [stream[n * steps][0] for n in range(3)]
-    assert passes[0] != passes[1] != passes[2]  # a new order each pass
+    firsts = [stream[n * steps][0] for n in range(3)]
+    assert firsts[0] != firsts[1] != firsts[2]  # a new order each pass
 
 
 def test_the_last_step_takes_the_rest_as_keras_does():
     # 501 examples, global batch 16: 31 full steps and one of 5 (3 + 2 on two replicas).
-    assert data.steps_per_pass(501, 16, 2) == 32
-    sizes = [data.pass_batch_sizes(501, 16, tf.distribute.InputContext(2, w, 2)) for w in (0, 1)]
+    assert passes.steps_per_pass(501, 16, 2) == 32
+    sizes = [passes.pass_batch_sizes(501, 16, tf.distribute.InputContext(2, w, 2)) for w in (0, 1)]
     assert [s[-1] for s in sizes] == [3, 2] and all(s[:-1] == [8] * 31 for s in sizes)
     # 65 examples, global batch 64 on two replicas: one left, too few for both replicas, so it
     # joins the step before, whose per-replica batches are 33 and 32.
-    assert data.steps_per_pass(65, 64, 2) == 1
-    sizes = [data.pass_batch_sizes(65, 64, tf.distribute.InputContext(2, w, 2)) for w in (0, 1)]
+    assert passes.steps_per_pass(65, 64, 2) == 1
+    sizes = [passes.pass_batch_sizes(65, 64, tf.distribute.InputContext(2, w, 2)) for w in (0, 1)]
     assert sizes == [[33], [32]]
 
 
@@ -70,7 +70,7 @@ def test_the_last_step_takes_the_rest_as_keras_does():
 def test_a_stream_started_mid_pass_continues_the_same_order(workers):
     """What a restart at step t trains on is what the uninterrupted run trained from step t."""
     source = _numbered(101)
-    steps = data.steps_per_pass(101, 8 * workers, workers)
+    steps = passes.steps_per_pass(101, 8 * workers, workers)
     whole = _stream(source, workers, 8, 0, 3 * steps)
     for start_step in (steps // 2, steps, steps + 3):
         assert _stream(source, workers, 8, start_step, steps) == whole[start_step:][:steps]
@@ -86,7 +86,7 @@ def test_tfds_passes_are_complete_and_resume_in_order(tmp_path):
         f"tfds:{tfds_numbered.NAME}", None, 4, 0.25, str(tmp_path / "tfds"), seed=3
     )
     source = dataclasses.replace(train_source, load=lambda image, label: (image[0, 0, 0], label))
-    steps = data.steps_per_pass(source.size, 8, 2)
+    steps = passes.steps_per_pass(source.size, 8, 2)
     whole = _stream(source, 2, 4, 0, 2 * steps)
     split = numbers(source.shard(tf.distribute.InputContext()).map(source.load))
     for number in range(2):

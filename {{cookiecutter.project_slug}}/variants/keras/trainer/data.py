@@ -17,7 +17,6 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import tensorflow as tf
 
 from trainer import cli, runtime
@@ -344,105 +343,6 @@ def sources(
 
 
 # --- pipelines --------------------------------------------------------------------------------
-
-
-def steps_per_pass(size: int, global_batch: int, replicas: int) -> int:
-    """The steps of one pass over ``size`` examples, as Keras counts them for arrays.
-
-    Every step but the last trains on a full global batch; the last on the rest (the
-    ``size % global_batch`` examples, split over the replicas). When fewer examples are left
-    than there are replicas, some replica would get an empty batch, which TensorFlow's CPU
-    convolutions and batch normalization cannot take: those few examples then go into the step
-    before, whose per-replica batches grow by one.
-    """
-    if size < replicas:
-        raise cli.InputError(
-            f"{size} training examples are fewer than the {replicas} replicas: every replica "
-            "needs at least one example per step"
-        )
-    steps = -(-size // global_batch)  # ceil
-    left_for_last = size - (steps - 1) * global_batch
-    if steps > 1 and left_for_last < replicas:
-        steps -= 1
-    return steps
-
-
-def pass_batch_sizes(size: int, global_batch: int, context: tf.distribute.InputContext):
-    """The sizes of the per-replica batches this input pipeline yields in one pass, in order.
-
-    The pipeline's shard holds ``size // pipelines`` examples, one more for the first
-    ``size % pipelines`` pipelines (what ``Dataset.shard`` and ``tfds.even_splits`` give). Each
-    step it yields one batch per local replica: full batches, then its last examples split
-    as evenly as they go over its replicas, none of them empty (see ``steps_per_pass``).
-    """
-    pipelines, index = context.num_input_pipelines, context.input_pipeline_id
-    replicas = context.num_replicas_in_sync
-    local = replicas // pipelines
-    per_replica = global_batch // replicas
-    shard_size = size // pipelines + (1 if index < size % pipelines else 0)
-    full = (steps_per_pass(size, global_batch, replicas) - 1) * local
-    left = shard_size - full * per_replica
-    last = [left // local + (1 if j < left % local else 0) for j in range(local)]
-    return [per_replica] * full + last
-
-
-def _batch_by_sizes(examples: tf.data.Dataset, sizes: list[int]) -> tf.data.Dataset:
-    """``examples`` in consecutive batches of the given sizes (in one pass over them)."""
-    sizes_tensor = tf.constant(sizes, tf.int64)
-    ends = tf.constant(np.cumsum(sizes), tf.int64)
-
-    def batch_of(position, example):
-        return tf.searchsorted(ends, tf.reshape(position, [1]), side="right", out_type=tf.int64)[0]
-
-    def batch(key, window):
-        return window.map(lambda position, example: example).batch(sizes_tensor[key])
-
-    return examples.enumerate().group_by_window(
-        batch_of, batch, window_size_func=lambda key: sizes_tensor[key]
-    )
-
-
-def _pass_seed(seed: int, pass_number, pipeline: int):
-    """The shuffle seed of one pass of one pipeline: a function of these three only."""
-    pass_number = tf.cast(pass_number, tf.int64)
-    return (tf.constant(seed, tf.int64) * 1_000_003 + pass_number) * 1_009 + pipeline
-
-
-def training_dataset(
-    source: Source,
-    context: tf.distribute.InputContext,
-    global_batch: int,
-    seed: int,
-    start_step: int = 0,
-) -> tf.data.Dataset:
-    """This worker's stream of per-replica batches from global step ``start_step`` on.
-
-    The stream is pass after pass over the data (``steps_per_pass`` steps each): in a pass,
-    every example exactly once, shuffled with a seed made of ``seed``, the pass number and the
-    worker's index. Step ``t`` of a run is step ``t % steps`` of pass ``t // steps``, so a
-    restarted run that starts at its checkpoint's step trains on exactly the batches, in the
-    same order, as the run that was interrupted. ``fit`` takes as many steps as it needs.
-    """
-    sizes = pass_batch_sizes(source.size, global_batch, context)
-    local = context.num_replicas_in_sync // context.num_input_pipelines
-    steps = steps_per_pass(source.size, global_batch, context.num_replicas_in_sync)
-    first_pass, skipped_steps = divmod(start_step, steps)
-    shard_size = sum(sizes)
-    buffer = min(shard_size, source.shuffle_buffer)
-
-    def one_pass(pass_number, skipped_batches: int = 0) -> tf.data.Dataset:
-        keys = source.shard(context).shuffle(
-            buffer, seed=_pass_seed(seed, pass_number, context.input_pipeline_id)
-        )
-        # Skip the keys of the steps already trained before loading any images: only the last
-        # step of a pass differs from full batches, and it is never skipped.
-        keys = keys.skip(sum(sizes[:skipped_batches]))
-        images = keys.map(source.load, num_parallel_calls=tf.data.AUTOTUNE)
-        return _batch_by_sizes(images, sizes[skipped_batches:])
-
-    first = one_pass(first_pass, skipped_steps * local)
-    following = tf.data.Dataset.counter(first_pass + 1).flat_map(one_pass)
-    return first.concatenate(following).prefetch(tf.data.AUTOTUNE)
 
 
 def eval_dataset(source: Source, batch: int) -> tf.data.Dataset:

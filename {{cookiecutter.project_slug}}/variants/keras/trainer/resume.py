@@ -151,7 +151,7 @@ class CheckpointCallback(keras.callbacks.Callback):
 
     A mid-epoch checkpoint records how many steps of its epoch were done; after a restart only
     the remaining steps of that epoch run (on the batches the interrupted run would have
-    trained next: ``data.training_dataset``), then the next epochs.
+    trained next: ``passes.training_dataset``), then the next epochs.
     ``steps_offset`` is that count while the rest of an interrupted epoch runs.
     """
 

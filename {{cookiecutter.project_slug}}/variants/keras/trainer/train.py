@@ -21,7 +21,7 @@ from trainer import quiet  # noqa: F401
 import tensorflow as tf
 import tf_keras as keras
 
-from trainer import cli, data, hptune, model, resume, runtime
+from trainer import cli, data, hptune, model, passes, resume, runtime
 from trainer.context import RunContext
 from trainer.flags import DEFAULT_IMAGE_SIZE, SYNTHETIC_IMAGE_SIZE
 from trainer.metric import METRIC
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
     keras.utils.set_random_seed(args.seed)
     replicas = strategy.num_replicas_in_sync
     global_batch = args.batch_size * replicas
-    steps_per_epoch = args.steps_per_epoch or data.steps_per_pass(
+    steps_per_epoch = args.steps_per_epoch or passes.steps_per_pass(
         train_source.size, global_batch, replicas
     )
     logger.info(
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         ``start_step`` on: the same data order, whichever attempt trains a step."""
         classifier.fit(
             keras.utils.experimental.DatasetCreator(
-                lambda context: data.training_dataset(
+                lambda context: passes.training_dataset(
                     train_source, context, global_batch, args.seed, start_step
                 )
             ),
