@@ -140,6 +140,23 @@ def test_kill_at_checkpoint_resumes_from_the_newest_complete_one(tmp_path, fake,
     assert sorted(os.listdir(job.checkpoint_dir))[-1] == "checkpoint-5"
 
 
+def test_kill_at_checkpoint_n_counts_checkpoints_saved_not_present(tmp_path, fake):
+    # The trainers keep only their newest two checkpoints: a drill counting the checkpoints
+    # present at one time could never reach 4.
+    status, out, _, _ = supervise(
+        tmp_path,
+        fake,
+        [1],
+        ["--steps=6", "--keep=2"],
+        kill_at_checkpoint=4,
+        kill_replica="workerpool0-0",
+    )
+    assert status == 0, out
+    saved = ", ".join(f"checkpoint-{step}" for step in range(1, 5))
+    assert f"kill drill: SIGKILL to workerpool0-0 after {saved} were saved" in out
+    assert starts(fake, "workerpool0-0") == 2
+
+
 @pytest.mark.parametrize(
     ("value", "parsed"),
     [

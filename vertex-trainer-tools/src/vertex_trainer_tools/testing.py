@@ -30,7 +30,7 @@ CHIEF = "workerpool0-0"
 # A stand-in for trainer.task for tests of the runner itself (not of a framework).
 FAKE_TRAINER = r'''
 """A stand-in for trainer.task: behaves as the test's flags say, records what it saw."""
-import argparse, json, os, signal, subprocess, sys, time
+import argparse, json, os, shutil, signal, subprocess, sys, time
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--state", required=True)
@@ -41,6 +41,7 @@ parser.add_argument("--chief-needs", default="")  # NAME:ATTEMPT that must have 
 parser.add_argument("--worker-needs", default="")  # the same, before a worker does anything
 parser.add_argument("--chief-succeeds-on-attempt", type=int, default=1)
 parser.add_argument("--steps", type=int, default=0)  # chief saves a checkpoint per step
+parser.add_argument("--keep", type=int, default=0)  # prune all but the newest N, as trainers do
 parser.add_argument("--ignore-sigterm", action="store_true")
 parser.add_argument("--grandchild", action="store_true")
 parser.add_argument("--grandchild-session", action="store_true")  # as torchrun starts workers
@@ -108,6 +109,9 @@ if args.steps:
         with open(os.path.join(folder, "COMPLETE"), "w") as handle:
             handle.write("{}")
         print(f"step {step}", flush=True)
+        if args.keep:
+            for old in range(1, step - args.keep + 1):
+                shutil.rmtree(os.path.join(root, f"checkpoint-{old}"), ignore_errors=True)
 time.sleep(args.chief_seconds)
 print(f"{name} done", flush=True)
 '''
