@@ -31,16 +31,7 @@ from vertex_trainer_tools.gcp_names import (
     PROJECT_RE,
     REGION_RE,
 )
-from vertex_trainer_tools.job_config import (  # noqa: F401 (the job: section)
-    DISK_TYPES,
-    NO_ACCELERATOR,
-    REDUCTION_SERVER_IMAGE,
-    STRATEGIES,
-    JobConfig,
-    ReductionServer,
-    Scheduling,
-    WorkerPool,
-)
+from vertex_trainer_tools.job_config import REDUCTION_SERVER_IMAGE, JobConfig, WorkerPool  # noqa: F401
 from vertex_trainer_tools.schema import Model, example, pattern
 from vertex_trainer_tools.study import HptConfig, Metric, Parameter  # noqa: F401 (the hpt: section)
 

@@ -33,20 +33,15 @@ REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reduct
 MACHINE = "a machine type"
 
 
-def _accelerator(value: Any) -> Any:
-    if isinstance(value, str):
-        value = value.strip().upper()
-        return NO_ACCELERATOR if value in ("NONE", "") else value
-    return value
+def _accelerator(text: str) -> str:
+    return NO_ACCELERATOR if text.upper() in ("NONE", "") else text.upper()
 
 
 class WorkerPool(Model):
     """One entry of ``job.worker_pools``; pool 0 is the chief. An empty pool keeps a position."""
 
     machine_type: str = pattern(MACHINE_RE, MACHINE, "n1-standard-8")
-    accelerator_type: Annotated[str, BeforeValidator(_accelerator)] = example(
-        "NVIDIA_TESLA_T4", NO_ACCELERATOR
-    )
+    accelerator_type: schema.cased(_accelerator) = example("NVIDIA_TESLA_T4", NO_ACCELERATOR)
     accelerator_count: Int = example(1, 0, ge=0)
     replica_count: Int = example(1, 1, ge=1)
     boot_disk_type: Literal[DISK_TYPES] = "pd-ssd"
@@ -63,10 +58,8 @@ class WorkerPool(Model):
             yield "accelerator_count", count_why
         # preflight.py checks the name against Vertex's list (`vertex-tools check`, submit).
         if not ACCELERATOR_RE.match(self.accelerator_type):
-            yield (
-                "accelerator_type",
-                f"unknown accelerator {self.accelerator_type!r} (e.g. NVIDIA_TESLA_T4)",
-            )
+            why = f"unknown accelerator {self.accelerator_type!r} (e.g. NVIDIA_TESLA_T4)"
+            yield "accelerator_type", why
 
 
 def _empty_pool() -> WorkerPool:

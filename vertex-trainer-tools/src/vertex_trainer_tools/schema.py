@@ -273,39 +273,40 @@ def _kind(value: Any) -> str:
     return "nothing" if value is None else repr(value)
 
 
+_WORDS = {  # pydantic's error types (by their start) in this file's words
+    "missing": "missing{eg}",
+    "int_": "expected an integer, got {value!r}{eg}",
+    "float_": "expected a number, got {value!r}{eg}",
+    "bool_": "expected true or false, got {value!r}",
+    "string_type": "expected text, got {kind}{eg}",
+    "string_pattern": "{value!r} is not {what}{eg}",
+    "greater_than_equal": "expected a number >= {ge}, got {value!r}{eg}",
+    "model_": "expected a mapping, got {kind}",
+    "dict_": "expected a mapping, got {kind}",
+    "tuple_": "expected a list, got {kind}{eg}",
+    "list_": "expected a list, got {kind}{eg}",
+}
+
+
 def _why(error: dict, field: Any, model: type[BaseModel] | None) -> str:
     """One pydantic error in this file's words."""
     kind, value, ctx = error["type"], error.get("input"), error.get("ctx", {})
-    name = str(error["loc"][-1]) if error["loc"] else ""
-    eg = f" (e.g. {field.examples[0]})" if field is not None and field.examples else ""
-    if kind == "missing":
-        return "missing" + eg
     if kind == "extra_forbidden":
+        name = str(error["loc"][-1])
         return "unknown key" + close_matches(name, model.model_fields if model else ())
     if kind in ("value_error", "assertion_error"):
         return str(ctx["error"])
-    if kind.startswith("int_"):
-        return f"expected an integer, got {value!r}{eg}"
-    if kind.startswith("float_"):
-        return f"expected a number, got {value!r}{eg}"
-    if kind.startswith("bool_"):
-        return f"expected true or false, got {value!r}"
-    if kind.startswith("string_type"):
-        return f"expected text, got {_kind(value)}{eg}"
-    if kind == "string_pattern_mismatch":
-        return f"{value!r} is not {field.description or 'valid'}{eg}"
-    if kind == "greater_than_equal":
-        return f"expected a number >= {ctx['ge']}, got {value!r}{eg}"
     if kind == "literal_error":
         choices = _choices(field.annotation) if field is not None else []
         return f"expected one of {', '.join(choices)}, got {value!r}" + close_matches(
             value, choices, 1
         )
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"expected a mapping, got {_kind(value)}"
-    if kind in ("tuple_type", "list_type"):
-        return f"expected a list, got {_kind(value)}{eg}"
-    return error["msg"]
+    words = next((w for start, w in _WORDS.items() if kind.startswith(start)), None)
+    if words is None:
+        return error["msg"]
+    eg = f" (e.g. {field.examples[0]})" if field is not None and field.examples else ""
+    what = field is not None and field.description or "valid"
+    return words.format(value=value, kind=_kind(value), eg=eg, what=what, ge=ctx.get("ge"))
 
 
 def _located(cls: type[BaseModel], data: Any, error: dict) -> list[tuple[str, str]]:
