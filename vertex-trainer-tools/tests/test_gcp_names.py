@@ -7,7 +7,6 @@ rendered vertex.yaml), so each rule here is also what a bad answer runs into.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import importlib
 
 import pytest
@@ -104,7 +103,7 @@ def test_no_accelerators_without_an_accelerator_type():
 def test_global_is_not_a_training_region():
     # "global" is in the SDK's SUPPORTED_REGIONS, but no custom job runs there.
     assert "global" not in preflight.regions() and "us-central1" in preflight.regions()
-    cfg = dataclasses.replace(config_lib.parse(valid(), "vertex.yaml"), region="global")
+    cfg = config_lib.parse(valid(), "vertex.yaml").model_copy(update={"region": "global"})
     assert preflight.vertex_problems(cfg) == [
         ("region", "'global' is not a Vertex AI training region (e.g. us-central1)")
     ]

@@ -2,9 +2,9 @@
 
 Everything else reads it through this module: ``submit.py`` (SDK and gcloud YAML),
 ``build.py``, ``gcp_setup.py``, ``local_run/`` and the Makefile
-(``vertex-tools get image_uri``). The dataclasses below are the file's schema;
-``load()`` reads it with ``schema.py`` (stdlib and PyYAML only) and rejects a malformed
-file with one located line per problem. ``Config.placeholders()`` lists values that still need
+(``vertex-tools get image_uri``). The pydantic models below are the file's schema;
+``load()`` reads it with ``schema.py`` and rejects a malformed file with one located line
+per problem. ``Config.placeholders()`` lists values that still need
 your own (submitting refuses them); ``check`` adds ``preflight.py``: Vertex's names and
 the study against the trainer.
 
@@ -19,20 +19,20 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import PrivateAttr
 
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
 from vertex_trainer_tools.gcp_names import (
-    ACCELERATOR_RE,
     BUCKET_RE,
-    MACHINE_RE,
     PROJECT_RE,
     REGION_RE,
 )
-from vertex_trainer_tools.schema import spec
+from vertex_trainer_tools.job_config import REDUCTION_SERVER_IMAGE, JobConfig, WorkerPool  # noqa: F401
+from vertex_trainer_tools.schema import Model, example, pattern
 from vertex_trainer_tools.study import HptConfig, Metric, Parameter  # noqa: F401 (the hpt: section)
 
 DEFAULT_PATH = "vertex.yaml"
@@ -43,28 +43,21 @@ PLACEHOLDER_PATTERNS = (
     re.compile(r"\b(PROJECT_ID|PROJECT_NUMBER|PROJECT|CHANGE_?ME|TODO)\b"),
     re.compile(r"<[^>]*>"),
 )
-ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 LOCATION_IN_NAME_RE = re.compile(r"/locations/([^/]+)/")
-TENSORBOARD_RE = r"^projects/[^/]+/locations/[^/]+/tensorboards/[^/]+$"
-NO_ACCELERATOR = "ACCELERATOR_TYPE_UNSPECIFIED"
-STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")  # aiplatform_v1 Scheduling.Strategy names
-DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
-# Google's Reduction Server image (also europe-docker.pkg.dev/..., asia-docker.pkg.dev/...).
-REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 
 ConfigError = schema.SchemaError  # ``problems``: one line per problem, each naming its key
+BUCKET_URI = "a bucket URI of the form gs://BUCKET[/path]"
 
 
-@dataclass(frozen=True)
-class ImageConfig:
-    registry_host: str = spec(example="us-central1-docker.pkg.dev")
-    repository: str = spec(pattern=names.REPOSITORY_RE, what=names.REPOSITORY, example="trainers")
-    name: str = spec(pattern=names.IMAGE_NAME_RE, what=names.IMAGE_NAME, example="trainer")
+class ImageConfig(Model):
+    registry_host: str = example("us-central1-docker.pkg.dev")
+    repository: str = pattern(names.REPOSITORY_RE, names.REPOSITORY, "trainers")
+    name: str = pattern(names.IMAGE_NAME_RE, names.IMAGE_NAME, "trainer")
     tag: str = "latest"
     base_image: str = ""  # empty: the Dockerfile's pinned ARG BASE_IMAGE default
 
-    def __post_init__(self):
-        object.__setattr__(self, "tag", self.tag or "latest")
+    def settle(self):
+        return {"tag": self.tag or "latest"}
 
     def problems(self):
         for name in ("registry_host", "repository", "name"):
@@ -72,202 +65,33 @@ class ImageConfig:
                 yield name, "missing: the training image cannot be named without it"
 
 
-@dataclass(frozen=True)
-class WorkerPool:
-    """One entry of ``job.worker_pools``; pool 0 is the chief. An empty pool keeps a position."""
-
-    machine_type: str = spec(pattern=MACHINE_RE, what="a machine type", example="n1-standard-8")
-    accelerator_type: str = spec(NO_ACCELERATOR, case="upper", example="NVIDIA_TESLA_T4")
-    accelerator_count: int = spec(0, minimum=0, example=1)
-    replica_count: int = spec(1, minimum=1, example=1)
-    boot_disk_type: str = spec("pd-ssd", choices=DISK_TYPES)
-    boot_disk_size_gb: int = spec(100, minimum=10, example=100)
-    image_uri: str = ""  # another image for this pool only (e.g. Reduction Server)
-
-    def __post_init__(self):
-        if self.accelerator_type in ("NONE", ""):
-            object.__setattr__(self, "accelerator_type", NO_ACCELERATOR)
-
-    @property
-    def empty(self) -> bool:
-        return self.replica_count == 0
-
-    def problems(self):
-        count_why = names.count_problem(self.accelerator_type, self.accelerator_count)
-        if count_why:
-            yield "accelerator_count", count_why
-        # preflight.py checks the name against Vertex's list (`vertex-tools check`, submit).
-        if not ACCELERATOR_RE.match(self.accelerator_type):
-            yield (
-                "accelerator_type",
-                f"unknown accelerator {self.accelerator_type!r}" + (" (e.g. NVIDIA_TESLA_T4)"),
-            )
-
-
-def _empty_pool() -> WorkerPool:
-    return WorkerPool(machine_type="", replica_count=0)
-
-
-@dataclass(frozen=True)
-class Scheduling:
-    timeout_seconds: int = spec(86400, minimum=1, example=86400)
-    # STANDARD (on demand), SPOT (preemptible, cheaper) or FLEX_START (queued for scarce GPUs).
-    strategy: str = spec("", case="upper", choices=STRATEGIES, blank_ok=True, example="SPOT")
-    max_wait: int | None = spec(None, duration=True, example='"3600s"')  # FLEX_START only
-    spot: bool = False  # the old spelling of strategy: SPOT
-    restart_job_on_worker_restart: bool = False
-
-    def __post_init__(self):
-        if not self.strategy:
-            object.__setattr__(self, "strategy", "SPOT" if self.spot else "STANDARD")
-
-    def problems(self):
-        if self.spot and self.strategy != "SPOT":
-            yield (
-                "spot",
-                (
-                    f"true is the old spelling of strategy: SPOT but strategy is {self.strategy}: "
-                    "keep strategy only (e.g. strategy: SPOT)"
-                ),
-            )
-        if self.max_wait is not None and self.strategy != "FLEX_START":
-            yield (
-                "max_wait",
-                "only strategy FLEX_START waits for capacity (e.g. strategy: FLEX_START)",
-            )
-
-
-@dataclass(frozen=True)
-class ReductionServer:
-    """Worker pool 2 running Google's Reduction Server: faster NCCL all-reduce across nodes."""
-
-    replica_count: int = spec(minimum=1, example=2)
-    machine_type: str = spec(
-        "n1-highcpu-16", pattern=MACHINE_RE, what="a machine type", example="n1-highcpu-16"
-    )
-    image_uri: str = REDUCTION_SERVER_IMAGE
-
-    def as_pool(self) -> WorkerPool:
-        return WorkerPool(
-            self.machine_type, replica_count=self.replica_count, image_uri=self.image_uri
-        )
-
-
-@dataclass(frozen=True)
-class JobConfig:
-    display_name: str = spec(example="my-trainer")
-    worker_pools: tuple[WorkerPool, ...] = spec(
-        empty_item=_empty_pool, example="[{machine_type: n1-standard-8}]"
-    )
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = spec(factory=dict, key_pattern=ENV_NAME_RE, example="{LOG_LEVEL: debug}")
-    scheduling: Scheduling = spec(factory=Scheduling)
-    reduction_server: ReductionServer | None = None
-    service_account: str = ""
-    network: str = ""
-    tensorboard: str = ""
-    experiment: str = ""
-    enable_web_access: bool = False
-
-    @property
-    def all_pools(self) -> tuple[WorkerPool, ...]:
-        """``worker_pools`` with the Reduction Server, if any, as pool 2: what Vertex gets."""
-        if self.reduction_server is None:
-            return self.worker_pools
-        pools = list(self.worker_pools[:2]) + [_empty_pool()] * (2 - len(self.worker_pools))
-        return (*pools, self.reduction_server.as_pool(), *self.worker_pools[3:])
-
-    def problems(self):
-        pools = self.worker_pools
-        if not pools:
-            yield "worker_pools", "expected a list with at least the primary pool"
-        elif pools[0].empty:
-            yield "worker_pools[0]", "the primary pool (the chief) cannot be empty"
-        elif pools[0].replica_count != 1:
-            yield (
-                "worker_pools[0].replica_count",
-                "must be 1 for the primary pool (e.g. 1): more replicas go to worker_pools[1]",
-            )
-        if self.reduction_server is not None:
-            workers = pools[1] if len(pools) > 1 else _empty_pool()
-            if workers.empty or not workers.accelerator_count:
-                yield (
-                    "reduction_server",
-                    "speeds up the NCCL all-reduce of GPU workers: needs GPU workers in "
-                    "worker_pools[1] (e.g. replica_count: 1, accelerator_count: 1)",
-                )
-            if len(pools) > 2 and not pools[2].empty:
-                yield (
-                    "reduction_server",
-                    "pool 2 is already worker_pools[2]: use {} there or drop one",
-                )
-        if self.scheduling.strategy == "FLEX_START":
-            yield from self._flex_start_problems()
-        if self.tensorboard and self.experiment:
-            yield "tensorboard", "set either tensorboard or experiment, not both"
-        if self.tensorboard and not self.service_account:
-            yield "service_account", "a TensorBoard instance needs a service account"
-        if self.tensorboard and not re.match(TENSORBOARD_RE, self.tensorboard):
-            yield "tensorboard", "expected projects/P/locations/REGION/tensorboards/ID"
-        if self.experiment and not re.match(r"^[a-z0-9][a-z0-9-]{0,127}$", self.experiment):
-            yield "experiment", "an experiment name uses lowercase letters, digits and '-'"
-        if self.service_account and "@" not in self.service_account:
-            yield (
-                "service_account",
-                "expected an e-mail, e.g. trainer@PROJECT.iam.gserviceaccount.com",
-            )
-
-    def _flex_start_problems(self):
-        """Dynamic Workload Scheduler's requirements (Vertex docs: schedule-jobs-dws)."""
-        if self.scheduling.timeout_seconds > 7 * 86400:
-            yield "scheduling.timeout_seconds", "FLEX_START jobs run 7 days at most (e.g. 604800)"
-        pools = [p for p in self.all_pools if not p.empty]
-        if pools and not pools[0].accelerator_count:
-            yield "scheduling.strategy", "FLEX_START queues for GPUs (L4, A100, H100, H200, B200)"
-        shapes = {(p.machine_type, p.accelerator_type, p.accelerator_count) for p in pools}
-        if len(shapes) > 1:
-            yield (
-                "scheduling.strategy",
-                (
-                    "FLEX_START needs one machine configuration for every worker pool"
-                    + (" (a Reduction Server's differs)" if self.reduction_server else "")
-                ),
-            )
-
-
-@dataclass(frozen=True)
-class PythonPackage:
-    executor_image_uri: str = spec(
-        example="us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest"
-    )
+class PythonPackage(Model):
+    executor_image_uri: str = example("us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest")
     python_module: str = "trainer.task"
 
 
-@dataclass(frozen=True)
-class Config:
-    path: str = spec(skip=True)
-    project: str = spec(pattern=PROJECT_RE, what=names.PROJECT_ID, example="my-project-123")
-    region: str = spec(pattern=REGION_RE, what="a region", example="us-central1")
-    staging_bucket: str = spec(
-        pattern=BUCKET_RE,
-        what="a bucket URI of the form gs://BUCKET[/path]",
-        example="gs://my-bucket",
-    )
+class Config(Model):
+    project: str = pattern(PROJECT_RE, names.PROJECT_ID, "my-project-123")
+    region: str = pattern(REGION_RE, "a region", "us-central1")
+    staging_bucket: str = pattern(BUCKET_RE, BUCKET_URI, "gs://my-bucket")
     image: ImageConfig
     job: JobConfig
-    base_output_dir: str = spec(
-        "",
-        pattern=BUCKET_RE,
-        what="a bucket URI of the form gs://BUCKET[/path]",
-        example="gs://my-bucket/runs",
-    )
+    base_output_dir: str = pattern(BUCKET_RE, BUCKET_URI, "gs://my-bucket/runs", "")
     python_package: PythonPackage | None = None
     hpt: HptConfig | None = None
+    _path: str = PrivateAttr(DEFAULT_PATH)
 
-    def __post_init__(self):
-        object.__setattr__(self, "staging_bucket", self.staging_bucket.rstrip("/"))
-        base = self.base_output_dir.rstrip("/") or self.staging_bucket
-        object.__setattr__(self, "base_output_dir", base)
+    @property
+    def path(self) -> str:
+        """The file this was read from (the start of each problem's line)."""
+        return self._path
+
+    def settle(self):
+        staging = self.staging_bucket.rstrip("/")
+        return {
+            "staging_bucket": staging,
+            "base_output_dir": self.base_output_dir.rstrip("/") or staging,
+        }
 
     def problems(self):
         yield from names.problems(self)  # Google Cloud's naming rules
@@ -332,8 +156,7 @@ class Config:
         return value
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("path")
+        data = self.model_dump()
         data["derived"] = {key: getattr(self, key) for key in DERIVED_KEYS}
         return data
 
@@ -366,7 +189,9 @@ def _walk(value: Any, prefix: str = ""):
 
 def parse(data: Any, path: str = DEFAULT_PATH) -> Config:
     """Check a loaded YAML document and build a ``Config``; raises ``ConfigError``."""
-    return schema.read(Config, data, path, path=path)
+    cfg = schema.read(Config, data, path)
+    cfg._path = path
+    return cfg
 
 
 def load(path: str | Path = DEFAULT_PATH) -> Config:

@@ -1,28 +1,24 @@
-"""A declared-schema reader for YAML files: frozen dataclasses in, located problems out.
+"""vertex.yaml's reader: pydantic models in, located problems out.
 
-The dataclasses are the schema: each field's type says what the YAML value must be, and
-``spec(...)`` adds an example, choices, a minimum or a pattern. ``read(cls, data, path)`` walks
-the document once, collects every problem (unknown keys with their close matches, wrong types,
-missing keys, each class's own ``problems()``) and raises ``SchemaError`` with one line each,
-``<file>:<line>: <key>: <why> (e.g. <example>)``. ``load_yaml`` rejects duplicate keys, which
-plain ``yaml.safe_load`` silently resolves to the last one.
-
-Only the standard library and PyYAML: the template's post-generation hook imports this under
-cookiecutter's own Python.
+The models (``Model``: frozen, no unknown keys) are the schema: each field's type and
+``Field(...)`` say what the YAML value must be (``examples`` shows as "(e.g. ...)",
+``description`` names what a ``pattern`` describes), and each model's ``problems()`` adds its
+cross-field rules. ``read(cls, data, path)`` turns every pydantic error into one line,
+``<file>:<line>: <key>: <why> (e.g. <example>)``, and raises ``SchemaError`` with all of them.
+``load_yaml`` keeps line numbers and rejects duplicate keys, which plain ``yaml.safe_load``
+silently resolves to the last one.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
-import types
 import typing
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-
-_INVALID = object()
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 
 class SchemaError(ValueError):
@@ -125,27 +121,6 @@ def join(prefix: str, key: Any) -> str:
     return f"{prefix}.{key}" if prefix else str(key)
 
 
-def spec(default: Any = dataclasses.MISSING, **rules: Any):
-    """A dataclass field with reading rules.
-
-    ``example`` (shown as "(e.g. ...)"), ``choices`` (``blank_ok``: "" too), ``case``
-    ("upper"/"lower", applied first), ``minimum``, ``pattern`` with ``what`` it describes,
-    ``key_pattern`` (names of a dict field), ``keyed`` (a mapping of id -> item, the id filling
-    that field of the item), ``empty_item`` (a factory for ``{}``/null list items),
-    ``duration`` (seconds: an integer or "3600s"), ``factory`` (a default factory), ``skip``
-    (not read from the file: given by the caller).
-    """
-    if isinstance(default, list | dict | set):
-        raise TypeError("use a tuple or default_factory")
-    if callable(rules.get("factory")):
-        return dataclasses.field(default_factory=rules.pop("factory"), metadata=rules)
-    return dataclasses.field(default=default, metadata=rules)
-
-
-def example_of(rules: dict) -> str:
-    return f" (e.g. {rules['example']})" if "example" in rules else ""
-
-
 def close_matches(name: str, choices, n: int = 3) -> str:
     """`` (did you mean 'a' or 'b'?)`` or nothing."""
     matches = difflib.get_close_matches(str(name), sorted(map(str, choices)), n=n, cutoff=0.6)
@@ -189,192 +164,186 @@ class Reader:
         where = f"{self.path}:{line}" if line else self.path
         self.problems.append(f"{where}: {key}: {why}")
 
-    def read(self, cls: type, data: Any, key: str = "", /, **given: Any):
-        """An instance of the dataclass ``cls`` from ``data``; problems are collected."""
-        hints = typing.get_type_hints(cls)
-        fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("skip")}
-        if data is None:
-            data = {}
+
+class Model(BaseModel):
+    """A frozen section of the file; ``settle()`` fills derived defaults, ``problems()`` checks."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        str_strip_whitespace=True,
+        coerce_numbers_to_str=True,
+        regex_engine="python-re",
+    )
+
+    def __init__(self, *args: Any, **values: Any):  # positional fields, in declared order
+        super().__init__(**dict(zip(type(self).model_fields, args, strict=False)), **values)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls(cls, data: Any) -> Any:
+        """``key:`` with no value is the empty text, list or section, as in YAML's spirit."""
         if not isinstance(data, dict):
-            self.problem(key or "(top level)", f"expected a mapping, got {_kind(data)}")
-            return Reader(None, self.path).read(cls, {}, key, **given)  # no "missing" lines
-        for name in data:
-            if name not in fields:
-                self.problem(join(key, name), "unknown key" + close_matches(name, fields))
-        values = dict(given)
-        for name, field in fields.items():
-            sub = join(key, name)
-            if name in data:
-                value = self.value(hints[name], data[name], sub, field.metadata)
-            elif _required(field):
-                self.problem(sub, "missing" + example_of(field.metadata))
-                value = _zero(hints[name], self, sub)
-            else:
-                continue
-            if (value is _INVALID or value is None) and _required(field):
-                value = _zero(hints[name], self, sub)  # reported: keep reading the rest
-            if value is not _INVALID:
-                values[name] = value
-        try:
-            instance = cls(**values)
-        except (TypeError, ValueError, AttributeError):  # a part too broken to build on
-            return None
-        try:
-            checks = list(getattr(instance, "problems", list)())
-        except (TypeError, ValueError, AttributeError):  # built from stand-ins: reported above
-            checks = []
-        for sub, why in checks:
-            self.problem(join(key, sub) if sub else key, why)
-        return instance
+            return data
+        fields = cls.model_fields
+        return {
+            k: _EMPTY.get(_shape(fields[k].annotation), v) if v is None and k in fields else v
+            for k, v in data.items()
+        }
 
-    def value(self, hint: Any, value: Any, key: str, rules: dict) -> Any:
-        """One value of type ``hint`` (a scalar, ``X | None``, tuple, dict or dataclass)."""
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-        if origin in (typing.Union, types.UnionType):
-            if value is None:
-                return None
-            hint = next(a for a in args if a is not type(None))
-            origin, args = typing.get_origin(hint), typing.get_args(hint)
-        if dataclasses.is_dataclass(hint):
-            return self.read(hint, value, key)
-        if origin is tuple:
-            return self._sequence(args[0], value, key, rules)
-        if origin is dict:
-            return self._mapping(value, key, rules)
-        return self._scalar(hint, value, key, rules)
+    @model_validator(mode="after")
+    def _check(self):
+        for name, value in self.settle().items():
+            object.__setattr__(self, name, value)  # frozen: derived defaults, set once here
+        found = list(self.problems())
+        if found:
+            raise PydanticCustomError("problems", "problems", {"problems": found})
+        return self
 
-    def _sequence(self, item: Any, value: Any, key: str, rules: dict) -> Any:
-        if rules.get("keyed"):
-            if not isinstance(value, dict) or not value:
-                self.problem(key, "expected a mapping of id -> spec" + example_of(rules))
-                return ()
-            items = (
-                self.read(item, v, join(key, k), **{rules["keyed"]: str(k)})
-                for k, v in value.items()
-            )
-            return tuple(i for i in items if i is not None)
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            self.problem(key, f"expected a list, got {_kind(value)}" + example_of(rules))
-            return _INVALID
-        result = []
-        for index, entry in enumerate(value):
-            sub = f"{key}[{index}]"
-            if dataclasses.is_dataclass(item):
-                if entry in (None, {}) and rules.get("empty_item"):
-                    result.append(rules["empty_item"]())
-                elif (read := self.read(item, entry, sub)) is not None:
-                    result.append(read)
-            elif item is Any:
-                if isinstance(entry, dict | list):
-                    self.problem(sub, f"expected a number or text, got {_kind(entry)}")
-                result.append(entry)
-            else:
-                read = self._scalar(item, entry, sub, {})
-                if read is not _INVALID:
-                    result.append(read)
-        return tuple(result)
+    def settle(self) -> dict[str, Any]:
+        return {}
 
-    def _mapping(self, value: Any, key: str, rules: dict) -> Any:
-        if value is None:
-            return {}
-        pattern = rules.get("key_pattern")
-        if not isinstance(value, dict) or (
-            pattern and not all(re.match(pattern, str(k)) for k in value)
-        ):
-            self.problem(key, "expected a mapping of NAME: value" + example_of(rules))
-            return _INVALID
-        return {str(k): "" if v is None else str(v) for k, v in value.items()}
+    def problems(self):
+        return ()
 
-    def _scalar(self, hint: Any, value: Any, key: str, rules: dict) -> Any:
-        eg = example_of(rules)
-        if rules.get("duration"):
-            return self._duration(value, key, eg)
-        if hint is bool:
-            if not isinstance(value, bool):
-                self.problem(key, f"expected true or false, got {value!r}")
-                return _INVALID
-            return value
-        if isinstance(value, bool) or value is None and hint is not str:
-            self.problem(key, f"expected {_name(hint)}, got {value!r}{eg}")
-            return _INVALID
-        if hint is int:
-            if not isinstance(value, int | float) or value != int(value):
-                self.problem(key, f"expected an integer, got {value!r}{eg}")
-                return _INVALID
-            value = int(value)
-        elif hint is float:
-            if not isinstance(value, int | float):
-                self.problem(key, f"expected a number, got {value!r}{eg}")
-                return _INVALID
-        elif hint is str:
-            if value is None:
-                return ""
-            if not isinstance(value, str | int | float):
-                self.problem(key, f"expected text, got {_kind(value)}{eg}")
-                return _INVALID
-            value = str(value).strip()
-            if rules.get("case") == "upper":
-                value = value.upper()
-            elif rules.get("case") == "lower":
-                value = value.lower()
-            choices = rules.get("choices")
-            if choices and value not in choices and (value or not rules.get("blank_ok")):
-                self.problem(
-                    key,
-                    f"expected one of {', '.join(choices)}, got {value!r}"
-                    + close_matches(value, choices, 1),
-                )
-                return _INVALID
-            if value and rules.get("pattern") and not re.match(rules["pattern"], value):
-                self.problem(key, f"{value!r} is not {rules.get('what', 'valid')}{eg}")
-        minimum = rules.get("minimum")
-        if minimum is not None and isinstance(value, int | float) and value < minimum:
-            self.problem(key, f"expected a number >= {minimum}, got {value!r}{eg}")
+
+def _shape(hint: Any) -> Any:
+    if isinstance(hint, type) and issubclass(hint, BaseModel):
+        return BaseModel
+    return typing.get_origin(hint) or hint
+
+
+_EMPTY: dict[Any, Any] = {str: "", tuple: (), dict: {}, BaseModel: {}}
+
+
+def cased(change, *choices: str):
+    """``Literal[choices]`` (any choices) after ``change`` (``str.upper``...) of the text."""
+    hint = Literal[choices] if choices else str
+    return typing.Annotated[
+        hint, BeforeValidator(lambda v: change(v.strip()) if isinstance(v, str) else v)
+    ]
+
+
+def _whole(value: Any) -> Any:
+    if isinstance(value, bool | str):  # pydantic's lax int would take true and "2"
+        raise PydanticCustomError("int_type", "expected an integer")
+    return value
+
+
+Int = typing.Annotated[int, BeforeValidator(_whole)]  # an integer, or a float such as 2.0
+
+
+def pattern(regex: str, what: str, example: str, default: Any = ...) -> Any:
+    """A text field that is empty or matches ``regex`` (``what`` it describes, for messages)."""
+    return Field(default, pattern=f"^$|{regex}", description=what, examples=[example])
+
+
+def example(value: Any, default: Any = ..., **rules: Any) -> Any:
+    return Field(default, examples=[value], **rules)
+
+
+def _seconds(value: Any) -> Any:
+    if value is None or isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-
-    def _duration(self, value: Any, key: str, eg: str) -> Any:
-        if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*s\s*", value):
-            return int(value.strip()[:-1])
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-        self.problem(key, f'expected seconds as an integer or "<N>s", got {value!r}{eg}')
-        return _INVALID
+    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*s\s*", value):
+        return int(value.strip()[:-1])
+    raise ValueError(f'expected seconds as an integer or "<N>s", got {value!r} (e.g. "3600s")')
 
 
-def read(cls: type, data: Any, path: str, /, **given: Any):
-    """Read a whole document into ``cls``; raises ``SchemaError`` listing every problem."""
-    reader = Reader(data, path)
-    instance = reader.read(cls, data, "", **given)
-    if reader.problems or instance is None:
-        raise SchemaError(reader.problems or [f"{path}: cannot be read"])
-    return instance
+Seconds = typing.Annotated[int | None, BeforeValidator(_seconds)]  # 3600 or "3600s"
 
 
-def _required(field: dataclasses.Field) -> bool:
-    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+def _model(hint: Any) -> type[BaseModel] | None:
+    if isinstance(hint, type) and issubclass(hint, BaseModel):
+        return hint
+    return next(filter(None, map(_model, typing.get_args(hint))), None)
 
 
-def _zero(hint: Any, reader: Reader, key: str) -> Any:
-    """A stand-in for a missing required value, so later checks still run (and stay quiet)."""
-    if dataclasses.is_dataclass(hint):  # its own "missing" lines would repeat the parent's
-        return Reader(None, reader.path).read(hint, {}, key)
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return None
-    if origin in (tuple, dict):
-        return origin()
-    return {str: "", int: 0, float: 0.0, bool: False}.get(hint, _INVALID)
+def _choices(hint: Any) -> list[str]:
+    if typing.get_origin(hint) is Literal:
+        return [str(c) for c in typing.get_args(hint) if c != ""]
+    return [c for arg in typing.get_args(hint) for c in _choices(arg)]
 
 
 def _kind(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "a list"
     return "nothing" if value is None else repr(value)
 
 
-def _name(hint: Any) -> str:
-    return {int: "an integer", float: "a number", str: "text"}.get(hint, str(hint))
+_WORDS = {  # pydantic's error types (by their start) in this file's words
+    "missing": "missing{eg}",
+    "int_": "expected an integer, got {value!r}{eg}",
+    "float_": "expected a number, got {value!r}{eg}",
+    "bool_": "expected true or false, got {value!r}",
+    "string_type": "expected text, got {kind}{eg}",
+    "string_pattern": "{value!r} is not {what}{eg}",
+    "greater_than_equal": "expected a number >= {ge}, got {value!r}{eg}",
+    "model_": "expected a mapping, got {kind}",
+    "dict_": "expected a mapping, got {kind}",
+    "tuple_": "expected a list, got {kind}{eg}",
+    "list_": "expected a list, got {kind}{eg}",
+}
+
+
+def _why(error: dict, field: Any, model: type[BaseModel] | None) -> str:
+    """One pydantic error in this file's words."""
+    kind, value, ctx = error["type"], error.get("input"), error.get("ctx", {})
+    if kind == "extra_forbidden":
+        name = str(error["loc"][-1])
+        return "unknown key" + close_matches(name, model.model_fields if model else ())
+    if kind in ("value_error", "assertion_error"):
+        return str(ctx["error"])
+    if kind == "literal_error":
+        choices = _choices(field.annotation) if field is not None else []
+        return f"expected one of {', '.join(choices)}, got {value!r}" + close_matches(
+            value, choices, 1
+        )
+    words = next((w for start, w in _WORDS.items() if kind.startswith(start)), None)
+    if words is None:
+        return error["msg"]
+    eg = f" (e.g. {field.examples[0]})" if field is not None and field.examples else ""
+    what = field is not None and field.description or "valid"
+    return words.format(value=value, kind=_kind(value), eg=eg, what=what, ge=ctx.get("ge"))
+
+
+def _located(cls: type[BaseModel], data: Any, error: dict) -> list[tuple[str, str]]:
+    """``(dotted key, why)`` for one pydantic error; a ``problems`` error gives several."""
+    key, node, model, field = "", data, cls, None
+    loc = error["loc"]
+    for index, part in enumerate(loc):
+        if isinstance(part, int):
+            if isinstance(node, dict) and part < len(node):  # a mapping read as a list of items
+                part = str(list(node)[part])
+                key = join(key, part)
+            else:
+                key = f"{key}[{part}]"
+        elif model is not None and part in model.model_fields:
+            field = model.model_fields[part]
+            model, key = _model(field.annotation), join(key, part)
+        elif error["type"] == "extra_forbidden" and index == len(loc) - 1:
+            key = join(key, part)
+            break
+        else:
+            continue  # a union member's tag (int, float...): not a key of the file
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    if error["type"] == "problems":
+        return [(join(key, sub) if sub else key, why) for sub, why in error["ctx"]["problems"]]
+    return [(key or "(top level)", _why(error, field, model))]
+
+
+def read(cls: type[BaseModel], data: Any, path: str):
+    """``cls`` from a loaded document; raises ``SchemaError`` with every problem located."""
+    try:
+        return cls.model_validate({} if data is None else data)
+    except ValidationError as error:
+        reader = Reader(data, path)
+        for each in error.errors(include_url=False):
+            for key, why in _located(cls, data, each):
+                reader.problem(key, why)
+        raise SchemaError(reader.problems) from None

@@ -1,4 +1,4 @@
-"""The ``hpt:`` section of vertex.yaml: the hyperparameter study, as a declared schema.
+"""The ``hpt:`` section of vertex.yaml: the hyperparameter study, as pydantic models.
 
 ``config.py`` reads it with the rest of the file (``schema.py``); each parameter
 reaches the trainer as ``--<id>=<value>``, and ``preflight.py`` checks the ids against the
@@ -8,10 +8,12 @@ trainer's flags and the metric against what the trainer reports.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from vertex_trainer_tools.schema import spec
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from vertex_trainer_tools.schema import Int, Model, cased
 
 PARAM_TYPES = ("double", "integer", "discrete", "categorical")
 SCALES = ("linear", "log", "reverse_log")
@@ -19,27 +21,43 @@ ALGORITHMS = ("random", "grid", "bayesian")
 PARAM_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
-@dataclass(frozen=True)
-class Parameter:
+def _number(value: Any) -> Any:
+    if value is None or isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    raise PydanticCustomError("float_type", "expected a number")
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        kind = "a mapping" if isinstance(value, dict) else "a list"
+        raise ValueError(f"expected a number or text, got {kind}")
+    return value
+
+
+Number = Annotated[Any, BeforeValidator(_number)]
+
+
+class Parameter(Model):
     """One study parameter; Vertex passes it to the trainer as ``--<id>=<value>``."""
 
-    id: str = spec(skip=True)
-    type: str = spec(case="lower", choices=PARAM_TYPES, example="double")
-    min: float | None = spec(None, example=0.0001)
-    max: float | None = spec(None, example=0.1)
-    values: tuple[Any, ...] = spec((), example="[32, 64]")
-    scale: str = spec("", case="lower", choices=SCALES, blank_ok=True, example="log")
+    id: str  # its key in ``hpt.parameters``
+    type: cased(str.lower, *PARAM_TYPES) = Field(examples=["double"])
+    min: Number = Field(None, examples=[0.0001])
+    max: Number = Field(None, examples=[0.1])
+    values: tuple[Annotated[Any, AfterValidator(_scalar)], ...] = Field((), examples=["[32, 64]"])
+    scale: cased(str.lower, "", *SCALES) = Field("", examples=["log"])
 
-    def __post_init__(self):
+    def settle(self):
+        settled: dict[str, Any] = {}
         if self.type != "categorical" and not self.scale:
-            object.__setattr__(self, "scale", "linear")
+            settled["scale"] = "linear"
         if self.type == "integer" and all(
             isinstance(v, int | float) and v == int(v) for v in (self.min, self.max)
         ):
-            object.__setattr__(self, "min", int(self.min))
-            object.__setattr__(self, "max", int(self.max))
+            settled.update(min=int(self.min), max=int(self.max))
         if self.type == "categorical":
-            object.__setattr__(self, "values", tuple(str(v) for v in self.values))
+            settled["values"] = tuple(str(v) for v in self.values)
+        return settled
 
     def problems(self):
         if not PARAM_ID_RE.match(self.id):
@@ -74,30 +92,45 @@ class Parameter:
             yield "", "an integer parameter needs integer min and max"
 
 
-@dataclass(frozen=True)
-class Metric:
-    id: str = spec(example="accuracy")  # the tag the trainer reports with cloudml-hypertune
-    goal: str = spec(case="lower", choices=("maximize", "minimize"), example="maximize")
+class Metric(Model):
+    id: str = Field(examples=["accuracy"])  # the tag the trainer reports with cloudml-hypertune
+    goal: cased(str.lower, "maximize", "minimize") = Field(examples=["maximize"])
 
-    def problems(self):
-        if not self.id:
-            yield "id", "empty: use the tag the trainer reports (e.g. accuracy)"
-        elif re.search(r"\s", self.id):
-            yield "id", f"{self.id!r} has spaces: use the tag the trainer reports (e.g. accuracy)"
+    @field_validator("id")
+    @classmethod
+    def _tag(cls, tag: str) -> str:
+        if not tag:
+            raise ValueError("empty: use the tag the trainer reports (e.g. accuracy)")
+        if re.search(r"\s", tag):
+            raise ValueError(f"{tag!r} has spaces: use the tag the trainer reports (e.g. accuracy)")
+        return tag
 
 
-@dataclass(frozen=True)
-class HptConfig:
-    display_name: str = spec(example="my-trainer-hpt")
-    metric: Metric = spec(example="{id: accuracy, goal: maximize}")
-    parameters: tuple[Parameter, ...] = spec(
-        keyed="id", example="learning_rate: {type: double, min: 0.0001, max: 0.1}"
+PARAMETERS_EG = "learning_rate: {type: double, min: 0.0001, max: 0.1}"
+
+
+def _keyed(value: Any) -> Any:
+    """``id: {spec}`` pairs as parameters whose ``id`` is their key."""
+    if isinstance(value, list | tuple) and value and all(isinstance(p, Parameter) for p in value):
+        return value
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"expected a mapping of id -> spec (e.g. {PARAMETERS_EG})")
+    return [
+        {**(v or {}), "id": str(k)} if isinstance(v, dict | None) else v for k, v in value.items()
+    ]
+
+
+class HptConfig(Model):
+    display_name: str = Field(examples=["my-trainer-hpt"])
+    metric: Metric = Field(examples=["{id: accuracy, goal: maximize}"])
+    parameters: Annotated[tuple[Parameter, ...], BeforeValidator(_keyed)] = Field(
+        examples=[PARAMETERS_EG]
     )
-    max_trial_count: int = spec(8, minimum=1)
-    parallel_trial_count: int = spec(2, minimum=1)
-    max_failed_trial_count: int = spec(0, minimum=0)
-    algorithm: str = spec("random", case="lower", choices=ALGORITHMS)
-    measurement_selection: str = spec("best", case="lower", choices=("best", "last"))
+    max_trial_count: Int = Field(8, ge=1)
+    parallel_trial_count: Int = Field(2, ge=1)
+    max_failed_trial_count: Int = Field(0, ge=0)
+    algorithm: cased(str.lower, *ALGORITHMS) = "random"
+    measurement_selection: cased(str.lower, "best", "last") = "best"
 
     @property
     def metric_id(self) -> str:

@@ -1,0 +1,186 @@
+"""The ``job:`` section of vertex.yaml: worker pools, scheduling and the Reduction Server.
+
+``config.py`` reads it with the rest of the file (``schema.py``) and re-exports these models;
+``submit.py``/``render.py`` turn them into Vertex's CustomJob spec and ``local_run/`` into
+local replicas.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, StrictBool
+
+from vertex_trainer_tools import gcp_names as names
+from vertex_trainer_tools import schema
+from vertex_trainer_tools.gcp_names import ACCELERATOR_RE, MACHINE_RE
+from vertex_trainer_tools.schema import Int, Model, example, pattern
+
+ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+TENSORBOARD_RE = r"^projects/[^/]+/locations/[^/]+/tensorboards/[^/]+$"
+TENSORBOARD = "a TensorBoard name: projects/P/locations/REGION/tensorboards/ID"
+TENSORBOARD_EG = "projects/my-project-123/locations/us-central1/tensorboards/123"
+EXPERIMENT_RE = r"^[a-z0-9][a-z0-9-]{0,127}$"
+EXPERIMENT = "an experiment name: lowercase letters, digits and '-'"
+SERVICE_ACCOUNT = "trainer@PROJECT.iam.gserviceaccount.com"
+NO_ACCELERATOR = "ACCELERATOR_TYPE_UNSPECIFIED"
+STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")  # aiplatform_v1 Scheduling.Strategy names
+DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
+# Google's Reduction Server image (also europe-docker.pkg.dev/..., asia-docker.pkg.dev/...).
+REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+
+MACHINE = "a machine type"
+
+
+def _accelerator(text: str) -> str:
+    return NO_ACCELERATOR if text.upper() in ("NONE", "") else text.upper()
+
+
+class WorkerPool(Model):
+    """One entry of ``job.worker_pools``; pool 0 is the chief. An empty pool keeps a position."""
+
+    machine_type: str = pattern(MACHINE_RE, MACHINE, "n1-standard-8")
+    accelerator_type: schema.cased(_accelerator) = example("NVIDIA_TESLA_T4", NO_ACCELERATOR)
+    accelerator_count: Int = example(1, 0, ge=0)
+    replica_count: Int = example(1, 1, ge=1)
+    boot_disk_type: Literal[DISK_TYPES] = "pd-ssd"
+    boot_disk_size_gb: Int = example(100, 100, ge=10)
+    image_uri: str = ""  # another image for this pool only (e.g. Reduction Server)
+
+    @property
+    def empty(self) -> bool:
+        return self.replica_count == 0
+
+    def problems(self):
+        count_why = names.count_problem(self.accelerator_type, self.accelerator_count)
+        if count_why:
+            yield "accelerator_count", count_why
+        # preflight.py checks the name against Vertex's list (`vertex-tools check`, submit).
+        if not ACCELERATOR_RE.match(self.accelerator_type):
+            why = f"unknown accelerator {self.accelerator_type!r} (e.g. NVIDIA_TESLA_T4)"
+            yield "accelerator_type", why
+
+
+def _empty_pool() -> WorkerPool:
+    return WorkerPool.model_construct(machine_type="", replica_count=0)
+
+
+def _pools(value: Any) -> Any:
+    """``{}`` or an empty item in ``worker_pools`` keeps a pool's position, empty."""
+    if not isinstance(value, list):
+        return value
+    return [_empty_pool() if item in (None, {}) else item for item in value]
+
+
+def _env(value: Any) -> Any:
+    if not isinstance(value, dict) or not all(re.match(ENV_NAME_RE, str(k)) for k in value):
+        raise ValueError("expected a mapping of NAME: value (e.g. {LOG_LEVEL: debug})")
+    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+class Scheduling(Model):
+    timeout_seconds: Int = example(86400, 86400, ge=1)
+    # STANDARD (on demand), SPOT (preemptible, cheaper) or FLEX_START (queued for scarce GPUs).
+    strategy: schema.cased(str.upper, "", *STRATEGIES) = ""
+    max_wait: schema.Seconds = None  # FLEX_START only
+    spot: StrictBool = False  # the old spelling of strategy: SPOT
+    restart_job_on_worker_restart: StrictBool = False
+
+    def settle(self):
+        return {} if self.strategy else {"strategy": "SPOT" if self.spot else "STANDARD"}
+
+    def problems(self):
+        if self.spot and self.strategy != "SPOT":
+            why = f"true is the old spelling of strategy: SPOT but strategy is {self.strategy}"
+            yield "spot", why + ": keep strategy only (e.g. strategy: SPOT)"
+        if self.max_wait is not None and self.strategy != "FLEX_START":
+            yield (
+                "max_wait",
+                "only strategy FLEX_START waits for capacity (e.g. strategy: FLEX_START)",
+            )
+
+
+class ReductionServer(Model):
+    """Worker pool 2 running Google's Reduction Server: faster NCCL all-reduce across nodes."""
+
+    replica_count: Int = example(2, ge=1)
+    machine_type: str = pattern(MACHINE_RE, MACHINE, "n1-highcpu-16", "n1-highcpu-16")
+    image_uri: str = REDUCTION_SERVER_IMAGE
+
+    def as_pool(self) -> WorkerPool:
+        return WorkerPool(
+            self.machine_type, replica_count=self.replica_count, image_uri=self.image_uri
+        )
+
+
+class JobConfig(Model):
+    display_name: str = example("my-trainer")
+    worker_pools: Annotated[tuple[WorkerPool, ...], BeforeValidator(_pools)] = example(
+        "[{machine_type: n1-standard-8}]"
+    )
+    args: tuple[str, ...] = ()
+    env: Annotated[dict[str, str], BeforeValidator(_env)] = Field(default_factory=dict)
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    reduction_server: ReductionServer | None = None
+    service_account: str = pattern(r"^[^@\s]+@[^@\s]+$", "an e-mail", SERVICE_ACCOUNT, "")
+    network: str = ""
+    tensorboard: str = pattern(TENSORBOARD_RE, TENSORBOARD, TENSORBOARD_EG, "")
+    experiment: str = pattern(EXPERIMENT_RE, EXPERIMENT, "my-trainer-runs", "")
+    enable_web_access: StrictBool = False
+
+    @property
+    def all_pools(self) -> tuple[WorkerPool, ...]:
+        """``worker_pools`` with the Reduction Server, if any, as pool 2: what Vertex gets."""
+        if self.reduction_server is None:
+            return self.worker_pools
+        pools = list(self.worker_pools[:2]) + [_empty_pool()] * (2 - len(self.worker_pools))
+        return (*pools, self.reduction_server.as_pool(), *self.worker_pools[3:])
+
+    def problems(self):
+        pools = self.worker_pools
+        if not pools:
+            yield "worker_pools", "expected a list with at least the primary pool"
+        elif pools[0].empty:
+            yield "worker_pools[0]", "the primary pool (the chief) cannot be empty"
+        elif pools[0].replica_count != 1:
+            yield (
+                "worker_pools[0].replica_count",
+                "must be 1 for the primary pool (e.g. 1): more replicas go to worker_pools[1]",
+            )
+        if self.reduction_server is not None:
+            workers = pools[1] if len(pools) > 1 else _empty_pool()
+            if workers.empty or not workers.accelerator_count:
+                yield (
+                    "reduction_server",
+                    "speeds up the NCCL all-reduce of GPU workers: needs GPU workers in "
+                    "worker_pools[1] (e.g. replica_count: 1, accelerator_count: 1)",
+                )
+            if len(pools) > 2 and not pools[2].empty:
+                yield (
+                    "reduction_server",
+                    "pool 2 is already worker_pools[2]: use {} there or drop one",
+                )
+        if self.scheduling.strategy == "FLEX_START":
+            yield from self._flex_start_problems()
+        if self.tensorboard and self.experiment:
+            yield "tensorboard", "set either tensorboard or experiment, not both"
+        if self.tensorboard and not self.service_account:
+            yield "service_account", "a TensorBoard instance needs a service account"
+
+    def _flex_start_problems(self):
+        """Dynamic Workload Scheduler's requirements (Vertex docs: schedule-jobs-dws)."""
+        if self.scheduling.timeout_seconds > 7 * 86400:
+            yield "scheduling.timeout_seconds", "FLEX_START jobs run 7 days at most (e.g. 604800)"
+        pools = [p for p in self.all_pools if not p.empty]
+        if pools and not pools[0].accelerator_count:
+            yield "scheduling.strategy", "FLEX_START queues for GPUs (L4, A100, H100, H200, B200)"
+        shapes = {(p.machine_type, p.accelerator_type, p.accelerator_count) for p in pools}
+        if len(shapes) > 1:
+            yield (
+                "scheduling.strategy",
+                (
+                    "FLEX_START needs one machine configuration for every worker pool"
+                    + (" (a Reduction Server's differs)" if self.reduction_server else "")
+                ),
+            )
