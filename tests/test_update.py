@@ -32,7 +32,11 @@ def commit_all(repo: Path, message: str) -> None:
     run(["git", "commit", "-q", "-m", message], repo)
 
 
-def test_cruft_update_brings_template_changes_into_a_baked_project(tmp_path):
+CRUFT = [sys.executable, "-m", "cruft"]
+
+
+def template_and_project(tmp_path: Path) -> tuple[Path, Path]:
+    """A git copy of this template, and a project baked from it with cruft, committed."""
     template = tmp_path / "template"
     shutil.copytree(
         TEMPLATE,
@@ -41,19 +45,20 @@ def test_cruft_update_brings_template_changes_into_a_baked_project(tmp_path):
     )
     run(["git", "init", "-q", "-b", "main"], template)
     commit_all(template, "v1")
+    out = tmp_path / "out"
+    run([*CRUFT, "create", str(template), "--no-input", "--output-dir", str(out)], tmp_path)
+    project = out / "vertex_trainer"
+    run(["git", "init", "-q", "-b", "main"], project)
+    commit_all(project, "baked")
+    return template, project
 
-    cruft = [sys.executable, "-m", "cruft"]
-    run(
-        [*cruft, "create", str(template), "--no-input", "--output-dir", str(tmp_path / "out")],
-        tmp_path,
-    )
-    project = tmp_path / "out" / "vertex_trainer"
+
+def test_cruft_update_brings_template_changes_into_a_baked_project(tmp_path):
+    template, project = template_and_project(tmp_path)
     assert (
         json.loads((project / ".cruft.json").read_text())["context"]["cookiecutter"]["framework"]
         == "keras"
     )
-    run(["git", "init", "-q", "-b", "main"], project)
-    commit_all(project, "baked")
 
     # The template gains a Makefile target; the user's own edit must survive the update.
     makefile = template / "{{cookiecutter.project_slug}}" / "Makefile"
@@ -64,7 +69,7 @@ def test_cruft_update_brings_template_changes_into_a_baked_project(tmp_path):
     (project / "trainer" / "my_module.py").write_text('"""A user file."""\n')
     commit_all(project, "user change")
 
-    run([*cruft, "update", "--skip-apply-ask"], project)
+    run([*CRUFT, "update", "--skip-apply-ask"], project)
     assert "hello: ## a target from template v2" in (project / "Makefile").read_text()
     assert (project / "trainer" / "my_module.py").exists()
     assert not (project / "variants").exists()
@@ -73,20 +78,7 @@ def test_cruft_update_brings_template_changes_into_a_baked_project(tmp_path):
 def test_a_new_tools_version_reaches_a_project_as_one_changed_pin(tmp_path):
     """Version N -> N+1 where only the package changed: the user's trainer edits stay, and the
     update is the pin in requirements-dev.txt (the tools are not copied into projects)."""
-    template = tmp_path / "template"
-    shutil.copytree(
-        TEMPLATE,
-        template,
-        ignore=shutil.ignore_patterns(".git", ".venv", "build", "bench", "__pycache__", "*.pyc"),
-    )
-    run(["git", "init", "-q", "-b", "main"], template)
-    commit_all(template, "tools 0.1.0")
-    cruft = [sys.executable, "-m", "cruft"]
-    out = tmp_path / "out"
-    run([*cruft, "create", str(template), "--no-input", "--output-dir", str(out)], tmp_path)
-    project = out / "vertex_trainer"
-    run(["git", "init", "-q", "-b", "main"], project)
-    commit_all(project, "baked")
+    template, project = template_and_project(tmp_path)
     version = re.search(r"vertex-trainer-tools==(\S+)", read(project / "requirements-dev.txt"))
     assert version, "requirements-dev.txt pins the tools package"
 
@@ -100,7 +92,7 @@ def test_a_new_tools_version_reaches_a_project_as_one_changed_pin(tmp_path):
     cli.write_text(read(cli) + "\n# a fix in the tools\n")
     commit_all(template, "tools 99.0.0")
 
-    run([*cruft, "update", "--skip-apply-ask"], project)
+    run([*CRUFT, "update", "--skip-apply-ask"], project)
     changed = sorted(run(["git", "status", "--porcelain"], project).split()[1::2])
     # .cruft.json and .cookiecutter.json record the template commit the project now follows.
     assert changed == [".cookiecutter.json", ".cruft.json", "requirements-dev.txt"], changed

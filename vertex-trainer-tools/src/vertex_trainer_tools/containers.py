@@ -15,8 +15,8 @@ Building blocks only (the local runner plugs them in as a launcher)::
 Every container, network and volume carries the label ``vertex-trainer.run=<run id>``;
 ``cleanup(run)`` (called by ``job()`` in ``finally``) removes all of them, so nothing is left
 behind even after a failure or Ctrl-C. A process killed outright (SIGKILL, the OOM killer) runs
-no ``finally``: a ``Guard`` removes its run's containers then. The executable can be swapped
-with ``DOCKER``.
+no ``finally``: a guard process (``guard_run``) removes its run's containers then. The
+executable can be swapped with ``DOCKER``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from vertex_trainer_tools import guard
 from vertex_trainer_tools.contract import FUSE_ROOT
-from vertex_trainer_tools.project import project_root
 
 LABEL = "vertex-trainer.run"
 
@@ -217,41 +217,14 @@ def job(run_id: str = "") -> Iterator[str]:
             print(f"WARNING: clean-up of run {run_id}: {problem}", flush=True)
 
 
-class Guard:
-    """Removes a run's containers and network if this process dies before ``release()``.
-
-    A process killed with SIGKILL runs no clean-up of its own, and its containers would train on.
-    The guard is a small process in a session of its own (Ctrl-C and a closed terminal do not
-    reach it) that reads a pipe from this one: the pipe closes whenever this process ends, and
-    only ``release()`` writes ``done`` into it first.
-    """
-
-    def __init__(self, run_id: str):
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "vertex_trainer_tools.containers", "guard", run_id],
-            cwd=project_root(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-
-    def release(self) -> None:
-        """This process cleans up itself: the guard ends without touching anything."""
-        try:
-            self._process.stdin.write(b"done\n")
-            self._process.stdin.close()
-        except OSError:  # the guard is gone already
-            pass
-        try:
-            self._process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+def guard_run(run_id: str) -> guard.Guard:
+    """Removes the run's containers and network if this process dies before ``release()``."""
+    return guard.Guard("vertex_trainer_tools.containers", run_id)
 
 
 def _guard(run_id: str) -> int:
-    """``python -m vertex_trainer_tools.containers guard RUN_ID``: the process behind ``Guard``."""
-    if sys.stdin.read().strip() == "done":
+    """``python -m vertex_trainer_tools.containers guard RUN_ID``, behind ``guard_run``."""
+    if guard.released():
         return 0
     try:
         left = _labelled(["container", "ls", "--all"], run_id)

@@ -13,7 +13,7 @@ is mounted as Cloud Storage FUSE mounts the bucket on Vertex (vertex.yaml's ``ba
 
 The supervisor is the same: ``docker kill`` is the kill drill's SIGKILL, and ``close()`` removes
 every container and the network by their label (``containers``), also after Ctrl-C; after
-a SIGKILL of the runner itself, its ``containers.Guard`` does.
+a SIGKILL of the runner itself, its guard process (``containers.guard_run``) does.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from vertex_trainer_tools import containers, contract
+from vertex_trainer_tools import containers, contract, guard
 from vertex_trainer_tools.local_run.job import Job, environments, metrics_file, replica_name
 from vertex_trainer_tools.local_run.launcher import KILL_WAIT_SECONDS
 
@@ -166,7 +166,7 @@ class ContainerLauncher:
         self.run_id = containers.new_run_id()
         self.network = ""
         self.handles: list[ContainerHandle] = []
-        self._guard: containers.Guard | None = None
+        self._guard: guard.Guard | None = None
 
     def command(self, args: Sequence[str]) -> list[str]:
         return [containers.docker_bin(), "run", self.image, *args]
@@ -188,7 +188,7 @@ class ContainerLauncher:
     def start(self, replica, env: Mapping[str, str], args: Sequence[str]) -> ContainerHandle:
         if not self.network:
             # Before anything exists: if the runner is SIGKILLed, the guard removes it all.
-            self._guard = containers.Guard(self.run_id)
+            self._guard = containers.guard_run(self.run_id)
             self.network = containers.create_network(self.run_id)
         try:  # the stopped container of the replica's previous attempt
             containers.remove(self.run_id, replica.name)

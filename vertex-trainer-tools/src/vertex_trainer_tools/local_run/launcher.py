@@ -20,7 +20,7 @@ from typing import IO, Protocol
 
 import psutil
 
-from vertex_trainer_tools import contract
+from vertex_trainer_tools import contract, guard
 
 POLL_SECONDS = 0.1
 # How long a SIGKILLed replica may take to be gone: the wait ends as soon as it is, but a
@@ -151,38 +151,9 @@ def job_processes(job_id: str) -> list[psutil.Process]:
     return found
 
 
-class ReplicaGuard:
-    """Kills the job's replica processes if the runner dies before ``release()``.
-
-    A runner killed with SIGKILL runs no clean-up, and its replicas would train on. The guard is
-    a small process in a session of its own that reads a pipe from the runner: the pipe closes
-    whenever the runner ends, and only ``release()`` writes ``done`` into it first.
-    """
-
-    def __init__(self, job_id: str):
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "vertex_trainer_tools.local_run.launcher", "guard", job_id],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-
-    def release(self) -> None:
-        try:
-            self._process.stdin.write(b"done\n")
-            self._process.stdin.close()
-        except OSError:  # the guard is gone already
-            pass
-        try:
-            self._process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-
-
 def _guard(job_id: str) -> int:
-    """The process behind ``ReplicaGuard``: on EOF without ``done``, SIGKILL the job's processes."""
-    if sys.stdin.read().strip() == "done":
+    """The process behind the launcher's guard: if the runner died, SIGKILL the job's processes."""
+    if guard.released():
         return 0
     deadline = time.monotonic() + KILL_WAIT_SECONDS
     while time.monotonic() < deadline:
@@ -269,7 +240,8 @@ class ProcessLauncher:
         self.python = python
         # Each replica's TMPDIR lives in here; close() deletes it when the job ends.
         self.tmp_root = tempfile.mkdtemp(prefix=tmp_prefix) if tmp_prefix else None
-        self.guard = ReplicaGuard(job_id) if job_id else None
+        # Replicas of a runner killed outright (SIGKILL, the OOM killer) are stopped too.
+        self.guard = guard.Guard(__name__, job_id) if job_id else None
 
     def command(self, args: Sequence[str]) -> list[str]:
         return [self.python, "-m", self.module, *args]
