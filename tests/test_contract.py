@@ -7,15 +7,10 @@ The generated project runs on Vertex without the package, so the two cannot shar
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
+from trainer import runtime  # the template's trainer package, no framework (see conftest.py)
 from vertex_trainer_tools import contract
-
-from conftest import PROJECT_TEMPLATE
-
-sys.path.insert(0, str(PROJECT_TEMPLATE))
-from trainer import runtime  # noqa: E402  (the template's trainer package, no framework)
 
 
 def test_the_two_sides_name_the_same_pools_and_folders():

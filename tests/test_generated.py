@@ -1,7 +1,8 @@
 """``make demo`` for each framework, exactly as the README shows it (in a folder of the test's
 own), then the demo project's own ``make lint``, ``make test`` and ``make test-all`` in the fresh
-virtual environment the demo made, as a user would run them (``make test-all`` includes the
-generated README's commands, run as written)."""
+virtual environment the demo made, as a user would run them; then, in that environment, the
+template's checks of a generated project (``tests/project/``): every command of the generated
+README and docs run as written, and the sdist installed and run."""
 
 from __future__ import annotations
 
@@ -48,3 +49,8 @@ def test_demo_then_the_projects_own_lint_and_test_tiers(tmp_path, framework):
     for target in ("test", "test-all"):
         tests = run(["make", target, python], project, timeout=2400, **env)
         assert " passed" in tests.stdout and " failed" not in tests.stdout
+    checks = TEMPLATE / "tests" / "project"
+    command = [str(project / ".venv" / "bin" / "python"), "-m", "pytest", "-n", "auto"]
+    command += ["-c", str(checks / "pytest.ini"), str(checks)]
+    tests = run(command, project, timeout=2400, PROJECT_UNDER_TEST=str(project))
+    assert " passed" in tests.stdout and " failed" not in tests.stdout

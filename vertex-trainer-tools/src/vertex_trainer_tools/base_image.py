@@ -181,6 +181,12 @@ def image_exists(docker: str, tag: str) -> bool:
     return inspect.returncode == 0
 
 
+def default_tag_here(suite: str = DEFAULT_SUITE) -> str:
+    """The tag ``ensure`` gives the base on this machine (its certificates and pip settings)."""
+    pip_conf = pip_conf_text(pip_settings(pip_config_files(), dict(os.environ)))
+    return default_tag(suite, extra_certificates(), pip_conf)
+
+
 def ensure(
     tag: str = "", suite: str = DEFAULT_SUITE, mirror: str = DEFAULT_MIRROR, docker: str = ""
 ) -> str:
@@ -188,7 +194,7 @@ def ensure(
     docker = docker or os.environ.get("DOCKER", "docker")
     certificates = extra_certificates()
     pip_conf = pip_conf_text(pip_settings(pip_config_files(), dict(os.environ)))
-    tag = tag or default_tag(suite, certificates, pip_conf)
+    tag = tag or default_tag_here(suite)
     check_engine(docker)
     if image_exists(docker, tag):
         print(f"{tag} exists: reusing it", file=sys.stderr)
@@ -217,8 +223,7 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools base-image") -
     )
     args = parser.parse_args(argv)
     if args.print_tag:
-        pip_conf = pip_conf_text(pip_settings(pip_config_files(), dict(os.environ)))
-        print(args.tag or default_tag(args.suite, extra_certificates(), pip_conf))
+        print(args.tag or default_tag_here(args.suite))
         return 0
     try:
         tag = ensure(args.tag, args.suite, args.mirror)

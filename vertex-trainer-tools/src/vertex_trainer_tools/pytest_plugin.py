@@ -9,18 +9,28 @@ attempt, its hypertune metrics, the job folder):
         job = kill_and_resume(tmp_path / "job", ["--epochs=2"], replicas=2)
         assert "Resuming from" in "\\n".join(job.lines(attempt=2))
 
-A user who changes the model keeps these drills on their own code.
+A user who changes the model keeps these drills on their own code. ``project_image`` builds the
+project's own image for the same fixtures' ``runner_args=["--image=..."]`` (containers).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from vertex_trainer_tools import base_image
 from vertex_trainer_tools.project import project_root
 from vertex_trainer_tools.testing import CHIEF, LocalJob, run_local_job
+
+# Extra build arguments for a machine that needs them (space-separated NAME=VALUE, e.g.
+# PIP_FIND_LINKS=... for a folder of wheels): the image of a real `make build` has none.
+BUILD_ARGS_ENV = "TEST_DOCKER_BUILD_ARGS"
 
 
 @pytest.fixture(scope="session")
@@ -104,3 +114,34 @@ def hpt_trial(local_job):
         return job
 
     return run
+
+
+def _docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def project_image(vertex_project) -> str:
+    """The image of the project's Dockerfile, built as ``make build BASE_IMAGE=<base>`` does, on
+    ``TEST_BASE_IMAGE`` or the stand-in base of ``make base-image``; removed afterwards.
+
+    Skips, saying why, without a Docker engine or a base image (nothing can be pulled offline).
+    """
+    if shutil.which("docker") is None:
+        pytest.skip("no docker executable on PATH")
+    version = _docker("version", timeout=60)
+    if version.returncode != 0:
+        lines = version.stderr.strip().splitlines() or ["no answer"]
+        pytest.skip(f"no Docker engine answers: {lines[-1]}")
+    base = os.environ.get("TEST_BASE_IMAGE") or base_image.default_tag_here()
+    if _docker("image", "inspect", base).returncode != 0:
+        pytest.skip(f"no base image {base}: run `make base-image` or set TEST_BASE_IMAGE")
+    tag = f"local/{vertex_project.name.replace('_', '-')}-test:{uuid.uuid4().hex[:8]}"
+    extra = [f"--build-arg={arg}" for arg in os.environ.get(BUILD_ARGS_ENV, "").split()]
+    command = ["build", "--force-rm", f"--build-arg=BASE_IMAGE={base}", *extra, "--tag", tag]
+    built = _docker(*command, str(vertex_project), timeout=3600)
+    assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
+    try:
+        yield tag
+    finally:
+        _docker("image", "rm", tag, timeout=300)

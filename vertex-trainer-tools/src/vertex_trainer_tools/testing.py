@@ -3,6 +3,8 @@
 ``run_local_job`` starts ``vertex-tools local-run`` in its own process from the project's
 folder, collects each replica's log lines per attempt and its hypertune metrics, and proves
 that nothing is left behind. The pytest plugin (``pytest_plugin``) wraps it in fixtures;
+the small helpers below (``read_metrics``, ``cluster_spec``, ``kill`` ...) serve a project's
+own tests of its trainer, which run it as a process with Vertex's environment;
 ``FAKE_TRAINER`` stands in for ``trainer.task`` in the tests of the emulator itself.
 """
 
@@ -14,6 +16,7 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +28,73 @@ from vertex_trainer_tools.local_run import launcher
 from vertex_trainer_tools.project import project_root
 
 CHIEF = "workerpool0-0"
+# What Vertex sets on a replica; a test's trainer must not inherit them from the caller's shell.
+VERTEX_PREFIXES = ("AIP_", "CLOUD_ML_", "CLUSTER_SPEC", "TF_CONFIG")
+
+
+def is_vertex_variable(name: str) -> bool:
+    return name.startswith(VERTEX_PREFIXES)
+
+
+def without_vertex(**extra: str) -> dict[str, str]:
+    """This process's environment less the caller's Vertex variables, plus ``extra``."""
+    env = {name: value for name, value in os.environ.items() if not is_vertex_variable(name)}
+    env.update(extra)
+    return env
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    """The measurements cloudml-hypertune wrote, oldest first ([] when there is no file)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports (all held open until each one is known)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
+
+
+def kill(process: subprocess.Popen) -> None:
+    """SIGKILL the process's whole group (started with ``start_new_session=True``), like a
+    preempted VM: torchrun workers and TensorFlow tasks waiting for a peer go too."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def cluster_spec(
+    pools: dict[str, list[str]], pool: str, index: int = 0, trial: str | None = "", **extra
+) -> str:
+    """``CLUSTER_SPEC`` as Vertex sets it: ``job`` is a JSON string, ``trial`` may be empty
+    (``None``: no ``trial`` key); ``extra`` adds top-level keys a trainer must ignore."""
+    task = {"type": pool, "index": index}
+    if trial is not None:
+        task["trial"] = trial
+    spec = {
+        "cluster": pools,
+        "environment": "cloud",
+        "task": task,
+        "job": json.dumps({"python_module": "", "package_uris": [], "job_args": []}),
+        **extra,
+    }
+    return json.dumps(spec)
 
 
 # A stand-in for trainer.task for tests of the runner itself (not of a framework).
@@ -168,10 +238,7 @@ class LocalJob:
 
     def metrics(self, replica: str = CHIEF) -> list[dict]:
         """The JSON lines cloudml-hypertune wrote for the replica's last attempt."""
-        path = self.metrics_file(replica)
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return read_metrics(self.metrics_file(replica))
 
     def reported_steps(self, replica: str = CHIEF) -> list[int]:
         return [int(line["global_step"]) for line in self.metrics(replica)]

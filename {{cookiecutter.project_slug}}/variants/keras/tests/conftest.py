@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import is_vertex_variable, kill, read_metrics, without_vertex
+from vertex_trainer_tools.testing import is_vertex_variable, kill, read_metrics, without_vertex
 
 PROJECT = Path(__file__).resolve().parent.parent
 # Small enough to train in about a second on one CPU core, big enough to learn.
@@ -22,7 +22,7 @@ TINY = [
     "--batch-size=16",
     "--checkpoint-minutes=0",
 ]
-# The tiny run tests/test_hpt_contract.py starts as an HPT trial (trial flags are appended).
+# A tiny run on built-in data, also in the image (tests/test_hpt_contract.py, test_docker_image.py).
 SMOKE_ARGS = [*TINY, "--epochs=2"]
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, start, subprocess_env, wait_all
-from helpers import cluster_spec, free_ports
+from vertex_trainer_tools.testing import cluster_spec, free_ports
 
 from trainer import checkpoints, data, passes, resume
 

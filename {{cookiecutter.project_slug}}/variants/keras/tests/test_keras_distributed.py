@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, reported_epochs, start, subprocess_env, wait_all
-from helpers import cluster_spec, free_ports
+from vertex_trainer_tools.testing import cluster_spec, free_ports
 
 from trainer import checkpoints
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import TINY, train
-from helpers import read_metrics
+from vertex_trainer_tools.testing import read_metrics
 
 from trainer.metric import METRIC
 

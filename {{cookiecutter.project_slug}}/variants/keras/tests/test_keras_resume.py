@@ -9,7 +9,7 @@ import time
 import pytest
 import tensorflow as tf
 from conftest import TINY, reported_epochs, start, subprocess_env, train
-from helpers import kill, read_metrics
+from vertex_trainer_tools.testing import kill, read_metrics
 
 from trainer import checkpoints
 

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 import yaml
 from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
-from helpers import read_metrics
+from vertex_trainer_tools.testing import read_metrics
 
 from trainer import checkpoints
 

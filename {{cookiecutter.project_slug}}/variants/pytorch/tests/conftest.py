@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import is_vertex_variable, kill
+from vertex_trainer_tools.testing import is_vertex_variable, kill
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_SEQ_LENGTH = 64
@@ -50,17 +50,23 @@ def tiny_bert(tmp_path_factory) -> str:
     )
 
 
+# A training run of a few seconds on built-in data and the offline scratch model, no file of this
+# machine, so it also runs in the image (tests/test_hpt_contract.py, tests/test_docker_image.py).
+SMOKE_ARGS = [
+    "--model-name-or-path=scratch",
+    "--train-data=synthetic",
+    "--eval-data=synthetic",
+    "--max-train-samples=64",
+    "--max-eval-samples=32",
+    "--max-steps=4",
+    f"--max-seq-length={MAX_SEQ_LENGTH}",
+]
+
+
 @pytest.fixture
 def smoke_args(tiny_bert) -> list[str]:
-    """Flags of a training run of a few seconds (used by tests/test_hpt_contract.py)."""
-    return [
-        f"--model-name-or-path={tiny_bert}",
-        "--train-data=synthetic",
-        "--max-train-samples=64",
-        "--max-eval-samples=32",
-        "--max-steps=4",
-        f"--max-seq-length={MAX_SEQ_LENGTH}",
-    ]
+    """SMOKE_ARGS on the tiny BERT of ``tiny_bert``: a pretrained model loaded from a folder."""
+    return [f"--model-name-or-path={tiny_bert}", *SMOKE_ARGS[1:]]
 
 
 def write_csv(path, rows: dict[str, list]) -> str:

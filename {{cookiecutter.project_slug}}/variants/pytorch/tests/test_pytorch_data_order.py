@@ -16,7 +16,7 @@ import os
 import pytest
 import torch
 from conftest import MAX_SEQ_LENGTH, PROJECT, base_args, reviews, start, wait, write_csv
-from helpers import cluster_spec, free_ports, kill
+from vertex_trainer_tools.testing import cluster_spec, free_ports, kill
 
 from trainer import data
 

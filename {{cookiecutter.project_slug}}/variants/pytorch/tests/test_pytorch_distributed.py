@@ -6,7 +6,7 @@ import json
 
 import pytest
 from conftest import base_args, start, wait
-from helpers import cluster_spec, free_ports, kill, read_metrics
+from vertex_trainer_tools.testing import cluster_spec, free_ports, kill, read_metrics
 
 from trainer import checkpoints, cli, distributed, flags, runtime
 

@@ -24,7 +24,7 @@ from conftest import (
     wait,
     write_csv,
 )
-from helpers import read_metrics
+from vertex_trainer_tools.testing import read_metrics
 
 from trainer import checkpoints
 

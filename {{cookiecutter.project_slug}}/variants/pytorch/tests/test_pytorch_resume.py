@@ -13,7 +13,7 @@ import time
 
 import pytest
 from conftest import PROJECT, base_args, start, trainer_env, wait
-from helpers import free_port, kill, read_metrics
+from vertex_trainer_tools.testing import free_port, kill, read_metrics
 
 from trainer import checkpoints, task
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 from conftest import MAX_SEQ_LENGTH, PROJECT, base_args, start, wait, write_csv
-from helpers import read_metrics
+from vertex_trainer_tools.testing import read_metrics
 
 from trainer import data, predict, task
 

@@ -11,16 +11,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import xgboost as xgb
-from helpers import kill, read_metrics, without_vertex
 from sklearn import datasets, metrics
 from sklearn.model_selection import train_test_split
+from vertex_trainer_tools.testing import kill, read_metrics, without_vertex
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 150
 # One thread per trainer: pytest -n 2 already keeps both cores busy, and XGBoost's OpenMP
 # threads slow down badly when they outnumber the free cores.
 FAST = ["--nthread=1"]
-# A training run of a few seconds, for the shared tests (tests/test_hpt_contract.py).
+# A training run of a few seconds on built-in data, also in the image (tests/test_hpt_contract.py,
+# tests/test_docker_image.py).
 SMOKE_ARGS = [
     "--train-data=synthetic:500",
     "--eval-data=synthetic:200",
@@ -40,7 +41,7 @@ def start_trainer(args: list[str], env: dict[str, str] | None = None, log: Path 
     output = open(log, "w") if log else subprocess.PIPE  # the caller closes it
     return subprocess.Popen(
         [sys.executable, "-m", "trainer.task", *args],
-        cwd=PROJECT_ROOT,
+        cwd=PROJECT,
         env=env or trainer_env(),
         stdout=output,
         stderr=subprocess.STDOUT if log else subprocess.PIPE,

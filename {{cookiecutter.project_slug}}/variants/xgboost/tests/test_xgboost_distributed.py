@@ -14,7 +14,7 @@ from conftest import (
     start_trainer,
     trainer_env,
 )
-from helpers import cluster_spec, free_ports, kill, read_metrics
+from vertex_trainer_tools.testing import cluster_spec, free_ports, kill, read_metrics
 
 from trainer import data
 

@@ -18,7 +18,7 @@ from conftest import (
     start_trainer,
     trainer_env,
 )
-from helpers import is_vertex_variable, kill, read_metrics
+from vertex_trainer_tools.testing import is_vertex_variable, kill, read_metrics
 
 from trainer import checkpoints, data
 from trainer import schema as schemas

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from conftest import (
     FAST,
-    PROJECT_ROOT,
+    PROJECT,
     check_ok,
     check_reported_auc_is_the_exported_models,
     features,
@@ -19,7 +19,7 @@ from conftest import (
     run_trainer,
     trainer_env,
 )
-from helpers import read_metrics
+from vertex_trainer_tools.testing import read_metrics
 
 from trainer import cli, flags, objectives
 
@@ -151,7 +151,7 @@ def test_objectives_module_is_plain_python():
         "print(sorted(o.METRIC_FOR_OBJECTIVE.items()))"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True
+        [sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
     assert set(objectives.METRIC_FOR_OBJECTIVE) == set(objectives.OBJECTIVES)
@@ -215,7 +215,7 @@ def test_reported_metric_is_the_exported_models_auc(breast_cancer, tmp_path):
 
 def test_hpt_study_matches_the_trainer():
     """vertex.yaml's study: its metric is the tag reported by default, its parameters are flags."""
-    study = yaml.safe_load((PROJECT_ROOT / "vertex.yaml").read_text())["hpt"]
+    study = yaml.safe_load((PROJECT / "vertex.yaml").read_text())["hpt"]
     parser = flags.parser()
     defaults = parser.parse_args([])
     declared = objectives.tuning_metric(defaults.objective, defaults.eval_metric)

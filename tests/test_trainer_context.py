@@ -1,30 +1,20 @@
-"""The trainer contract: every variant's train.py has the same three names, and task.py hands
-``run`` one context with the replica's role, its output dirs as file paths and a reporter."""
+"""``trainer/context.py`` of the project template (shared by every variant, plain Python): task.py
+hands ``run`` one context with the replica's role, its output dirs as file paths and a reporter.
+The variant's side of the contract is checked in each generated project (tests/test_task.py)."""
 
 from __future__ import annotations
 
 import argparse
-import inspect
 
 import pytest
-from helpers import cluster_spec
-
-from trainer import cli, context, runtime, task
+from trainer import cli, context, runtime
+from vertex_trainer_tools.testing import cluster_spec
 
 NO_MOUNT = "gs://no-such-bucket-mounted-here"
 
 
 def parsed(*argv: str) -> argparse.Namespace:
     return cli.parse_args(cli.base_parser("test"), list(argv))
-
-
-def test_every_variant_has_the_same_contract():
-    from trainer import data, flags, model, resume, train  # noqa: F401 - the same module set
-
-    assert isinstance(flags.DESCRIPTION, str) and flags.DESCRIPTION
-    assert list(inspect.signature(flags.add_arguments).parameters) == ["parser"]
-    assert isinstance(flags.parser(), argparse.ArgumentParser)
-    assert list(inspect.signature(train.run).parameters) == ["args", "ctx"]
 
 
 def test_context_reads_vertex_once(tmp_path):
@@ -57,12 +47,3 @@ def test_gs_uri_without_the_gcs_mount_is_bad_input_only_when_a_file_is_written()
     assert ctx.tensorboard_dir.path is None
     with pytest.raises(cli.InputError, match="/gcs/no-such-bucket-mounted-here"):
         ctx.checkpoint_dir.local()
-
-
-def test_trainer_stops_with_one_error_line_before_training(tmp_path, capsys):
-    """Checkpoints need a file path: gs:// without /gcs/ ends the run at once, exit 2."""
-    argv = ["--train-data=synthetic", f"--model-dir={tmp_path}", f"--checkpoint-dir={NO_MOUNT}/c"]
-    assert task.main(argv) == 2
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ERROR")]
-    assert len(errors) == 1 and "/gcs/no-such-bucket-mounted-here" in errors[0]
-    assert not any(tmp_path.iterdir()), "nothing written to the model dir"

@@ -1,11 +1,11 @@
-"""The Vertex contract in trainer/runtime.py, against values shaped like real jobs send them."""
+"""The reader side of the Vertex contract, ``trainer/runtime.py`` of the project template (shared
+by every variant), against values shaped like real jobs send them."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-
 from trainer import runtime
 
 # As observed in real jobs: `job` is a JSON-encoded string and extra keys such as open_ports appear.

@@ -20,7 +20,7 @@ import pytest
 from packaging.requirements import Requirement
 from vertex_trainer_tools import submit as submit_lib
 
-PROJECT = Path(__file__).resolve().parent.parent
+from conftest import PROJECT
 
 
 def requirements() -> set[str]:

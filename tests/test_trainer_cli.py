@@ -1,4 +1,5 @@
-"""Flags parse the same whether a person or Vertex hyperparameter tuning writes them."""
+"""``trainer/cli.py`` of the project template (shared by every variant): flags parse the same
+whether a person or Vertex hyperparameter tuning writes them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import argparse
 import logging
 
 import pytest
-
 from trainer import cli
 
 

@@ -1,9 +1,9 @@
-"""Every command in the code blocks of README.md and docs/trainer.md is run by a test exactly as
-written, with its defaults.
+"""Every command in the code blocks of the project's README.md and docs/trainer.md is run by a
+test exactly as written, with its defaults.
 
 Commands that work offline run here, in a copy of the project. The others are run by the test
-named below (against stand-ins for Vertex, gcloud and docker where they need them: this
-project's tests, vertex-trainer-tools' own tests or the template's suite), or need Google Cloud
+named below (against stand-ins for Vertex, gcloud and docker where they need them: the project's
+own tests, vertex-trainer-tools' tests or another of the template's tests), or need Google Cloud
 itself. A new command in those files is run here unless one of those rules places it.
 """
 
@@ -20,20 +20,20 @@ from pathlib import Path
 
 import pytest
 
-PROJECT = Path(__file__).resolve().parent.parent
-COPY_IGNORE = shutil.ignore_patterns(
-    ".git", "outputs", "dist", "build", "*.egg-info", "__pycache__", ".*_cache", ".venv", "venv"
-)
+from conftest import COPY_IGNORE, PROJECT
+
+HERE = Path(__file__).resolve().parent
 # The files whose shell blocks are run.
 DOCS = ("README.md", "docs/trainer.md")
-# Run by another test, against a stand-in: a test file of this project (``tests/...``, checked
-# to exist), vertex-trainer-tools' own tests, or the template's suite.
+# Run by another test, against a stand-in: a test file of the project (``tests/...``) or of this
+# folder (``tests/project/...``), both checked to exist, vertex-trainer-tools' own tests, or the
+# template's suite.
 ELSEWHERE = [
     (r"^make install$", "the template's suite: a fresh venv runs `make install`"),
     (r"^make test(-all)?$", "the template's suite runs `make test` and `make test-all`"),
     (r"--model-name-or-path=[\w.-]+/", "tests/test_pytorch_readme_hub.py (an offline Hub cache)"),
-    (r"^make train-local\b(?!.*\bIMAGE=)", "tests/test_readme_local_run.py"),
-    (r"^vertex-tools local-run --help$", "tests/test_readme_local_run.py"),
+    (r"^make train-local\b(?!.*\bIMAGE=)", "tests/project/test_readme_local_run.py"),
+    (r"^vertex-tools local-run --help$", "tests/project/test_readme_local_run.py"),
     (
         r"^make (gcp-setup|build-push)$",
         "vertex-trainer-tools' tests/test_build.py (stand-ins for gcloud and docker)",
@@ -82,9 +82,11 @@ def test_every_command_is_run_here_or_by_a_named_test():
     assert RUN_HERE, "the docs show no command that runs offline"
     for command in COMMANDS:
         where = placement(command)
-        if where.startswith("tests/"):
-            test_file = PROJECT / re.match(r"tests/\w+\.py", where).group()
-            assert test_file.is_file(), f"{command!r}: {test_file.name} does not exist"
+        named = re.match(r"tests/(project/)?\w+\.py", where)
+        if named:
+            folder = HERE.parent.parent if named.group(1) else PROJECT
+            test_file = folder / named.group()
+            assert test_file.is_file(), f"{command!r}: {test_file} does not exist"
     assert any(c.startswith("make train-local") for c in COMMANDS), "no make train-local shown"
 
 
@@ -94,7 +96,7 @@ def test_local_run_commands_are_the_ones_its_test_runs():
     from test_readme_local_run import COMMANDS as LOCAL_RUN_COMMANDS
 
     for command in COMMANDS:
-        if placement(command) == "tests/test_readme_local_run.py":
+        if placement(command) == "tests/project/test_readme_local_run.py":
             assert command in LOCAL_RUN_COMMANDS, f"{command!r} is run by no test"
 
 

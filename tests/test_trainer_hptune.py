@@ -1,10 +1,10 @@
-"""Metric reporting writes the file Vertex reads, in cloudml-hypertune's format, chief only."""
+"""``trainer/hptune.py`` of the project template (shared by every variant): metric reporting writes
+the file Vertex reads, in cloudml-hypertune's format, chief only."""
 
 from __future__ import annotations
 
-from helpers import read_metrics
-
 from trainer import hptune
+from vertex_trainer_tools.testing import read_metrics
 
 
 def test_chief_reports_in_cloudml_hypertune_format(tmp_path, monkeypatch):

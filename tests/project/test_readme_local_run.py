@@ -1,6 +1,7 @@
-"""The commands of README.md's "Run it locally like Vertex" section, run exactly as written.
+"""The commands of the project README's "Run it locally like Vertex" section, run exactly as
+written.
 
-Each command runs in a copy of this project (so nothing lands in your outputs/), with this
+Each command runs in a copy of the project (so nothing lands in your outputs/), with this
 test's Python first on PATH and as PYTHON, and must succeed: a fresh job folder per run, the
 model in it, ``latest`` pointing at it, the kill drill firing, ``RESUME=latest`` reusing it.
 """
@@ -18,14 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import COPY_IGNORE, PROJECT
+
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
-PROJECT = Path(__file__).resolve().parent.parent
 SECTION = "## Run it locally like Vertex"
 RUNNER = ("make train-local", "vertex-tools local-run")
-COPY_IGNORE = shutil.ignore_patterns(
-    "outputs", "build", "dist", ".venv", ".git", "__pycache__", ".pytest_cache", "*.egg-info"
-)
 
 
 def readme_commands() -> list[str]:

@@ -1,4 +1,5 @@
-"""The complete-marker protocol: resume only from checkpoints whose every file arrived."""
+"""The complete-marker protocol of ``trainer/checkpoints.py`` (the project template's, shared by
+every variant): resume only from checkpoints whose every file arrived."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import logging
 import os
 
 import pytest
-
 from trainer import checkpoints
 
 

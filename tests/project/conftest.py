@@ -1,0 +1,21 @@
+"""Checks of a generated project that belong to the template, not to the user's tests: every
+command its README and docs show runs as written, and its sdist installs and runs.
+
+``tests/test_generated.py`` runs them with the project's own Python, after ``make demo``:
+
+    PROJECT_UNDER_TEST=<project> <project>/.venv/bin/python -m pytest -c tests/project/pytest.ini
+
+The template's own run (``make test``) does not collect this folder (``norecursedirs``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+PROJECT = Path(os.environ["PROJECT_UNDER_TEST"]).resolve()
+# What a copy of the project leaves out: the user's outputs, builds, environments and caches.
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git", "outputs", "dist", "build", "*.egg-info", "__pycache__", ".*_cache", ".venv", "venv"
+)

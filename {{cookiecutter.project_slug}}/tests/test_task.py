@@ -1,0 +1,29 @@
+"""The entry point's contract: the trainer modules every variant has, and bad input stopped
+with one line before anything is trained (``python -m trainer.task``)."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+
+from trainer import task
+
+NO_MOUNT = "gs://no-such-bucket-mounted-here"
+
+
+def test_every_variant_has_the_same_contract():
+    from trainer import data, flags, model, resume, train  # noqa: F401 - the same module set
+
+    assert isinstance(flags.DESCRIPTION, str) and flags.DESCRIPTION
+    assert list(inspect.signature(flags.add_arguments).parameters) == ["parser"]
+    assert isinstance(flags.parser(), argparse.ArgumentParser)
+    assert list(inspect.signature(train.run).parameters) == ["args", "ctx"]
+
+
+def test_trainer_stops_with_one_error_line_before_training(tmp_path, capsys):
+    """Checkpoints need a file path: gs:// without /gcs/ ends the run at once, exit 2."""
+    argv = ["--train-data=synthetic", f"--model-dir={tmp_path}", f"--checkpoint-dir={NO_MOUNT}/c"]
+    assert task.main(argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and "/gcs/no-such-bucket-mounted-here" in errors[0]
+    assert not any(tmp_path.iterdir()), "nothing written to the model dir"
