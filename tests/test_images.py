@@ -164,13 +164,16 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="session")
 def wheels(engine):
     """This machine's local wheels served over HTTP to the builds (``PIP_FIND_LINKS``), so a
-    build installs what the host already has (here: torch's CPU build) instead of downloading."""
+    build installs what the host already has (here: torch's CPU build) instead of downloading.
+
+    Yields (build args, the served wheels' names, the served folder: a file written there is
+    at ``<PIP_FIND_LINKS><name>``)."""
     folder = Path(tempfile.mkdtemp(prefix="wheels-"))
     found = [w for d in local_wheel_dirs() for w in d.glob("*.whl")]
     for wheel in found:
         (folder / wheel.name).symlink_to(wheel)
     if not found:
-        yield {}, []
+        yield {}, [], folder
         shutil.rmtree(folder)
         return
     host = bridge_gateway()
@@ -178,26 +181,30 @@ def wheels(engine):
     try:
         server = http.server.ThreadingHTTPServer((host, 0), handler)
     except OSError:  # the engine's bridge is not on this machine (rootless, remote engine)
-        yield {}, []
+        yield {}, [], folder
         shutil.rmtree(folder)
         return
     threading.Thread(target=server.serve_forever, daemon=True).start()
     args = {"PIP_FIND_LINKS": f"http://{host}:{server.server_port}/", "PIP_TRUSTED_HOST": host}
-    yield args, [w.name for w in found]
+    yield args, [w.name for w in found], folder
     server.shutdown()
     server.server_close()
     shutil.rmtree(folder)
 
 
-def torch_build_args(served: list[str]) -> dict[str, str]:
-    """torch for the PyTorch image: the host's CPU wheel when served, else the pin of
-    tests/constraints.txt from the PyTorch CPU index (an unpinned torch is GBs of CUDA)."""
+def torch_build_args(wheels) -> dict[str, str]:
+    """torch for the PyTorch image: the host's CPU wheel when served, pinned through pip's own
+    ``PIP_CONSTRAINT`` (a constraints file served beside the wheels); else the newest CPU build
+    from PyTorch's CPU index (an unpinned torch from PyPI is GBs of CUDA)."""
+    args, served, folder = wheels
     cpu = sorted(n for n in served if n.startswith("torch-") and "+cpu" in n)
-    if cpu:
-        version = cpu[-1].split("-")[1]
-        return {"CONSTRAINTS": f"torch=={version}", "TORCH_INDEX_URL": "https://pypi.org/simple"}
-    pins = (TEMPLATE / "tests" / "constraints.txt").read_text().splitlines()
-    return {"CONSTRAINTS": " ".join(p for p in pins if p.startswith("torch=="))}
+    if not cpu:
+        return {"TORCH_INDEX_URL": "https://download.pytorch.org/whl/cpu"}
+    (folder / "torch-constraints.txt").write_text(f"torch=={cpu[-1].split('-')[1]}\n")
+    return {
+        "PIP_CONSTRAINT": f"{args['PIP_FIND_LINKS']}torch-constraints.txt",
+        "TORCH_INDEX_URL": "https://pypi.org/simple",
+    }
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
@@ -207,7 +214,7 @@ def image(request, base_image, wheels, tmp_path_factory):
     project = bake(tmp_path_factory.mktemp(f"img-{framework}"), framework=framework, **CPU)
     build_args = {"BASE_IMAGE": base_image, **wheels[0]}
     if framework == "pytorch":
-        build_args.update(torch_build_args(wheels[1]))
+        build_args.update(torch_build_args(wheels))
     tag = f"local/vertex-trainer-test-{framework}:{RUN_ID}"
     command = ["build", "--force-rm", "--label", BUILD_LABEL, "--tag", tag]
     command += [f"--build-arg={name}={value}" for name, value in build_args.items()]
