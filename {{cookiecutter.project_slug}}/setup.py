@@ -6,7 +6,7 @@
 {{ quote }}{{ text.replace('\\', '\\\\').replace(quote, '\\' ~ quote) }}{{ quote }}
 {%- endmacro -%}
 """Installable trainer package: ``pip install .`` in the image, or an sdist for Vertex's
-prebuilt training containers (``python setup.py sdist``; python_package_spec)."""
+prebuilt training containers (python_package_spec), built by ``make submit PACKAGE=1``."""
 
 import re
 from pathlib import Path
