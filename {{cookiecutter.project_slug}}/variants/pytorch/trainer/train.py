@@ -29,7 +29,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from trainer import checkpoints, cli, data, distributed, hptune, resume, runtime
+from trainer import checkpoints, cli, data, distributed, hptune, resume, runtime, training_order
 from trainer import model as models
 from trainer.context import OutputDir, RunContext
 from trainer.metric import METRIC
@@ -177,60 +177,6 @@ def training_arguments(args, output_dir: str) -> TrainingArguments:
     return TrainingArguments(**options)
 
 
-def groups_by_length(training_args: TrainingArguments) -> bool:
-    """Whether these arguments ask for length-grouped batches (either transformers spelling)."""
-    strategy = getattr(training_args, "train_sampling_strategy", None)
-    return strategy == "group_by_length" or bool(getattr(training_args, "group_by_length", False))
-
-
-class SetOrderEpoch(TrainerCallback):
-    """Tells the training order which epoch starts, before the epoch's first batch is drawn.
-
-    ``state.epoch`` counts finished epochs plus the finished share of the current one, also
-    right after a mid-epoch resume, so its whole part is the epoch that starts. transformers
-    and accelerate forward ``set_epoch`` to a sampler in some versions and setups but not in all
-    (not through accelerate's batch sampler shards under DDP, for one): this works in all.
-    """
-
-    def __init__(self):
-        self.order: data.EpochOrder | None = None
-
-    def on_epoch_begin(self, args, state, control, **kwargs):
-        if self.order is not None:
-            self.order.set_epoch(int(state.epoch or 0))
-        return control
-
-
-class SeededOrderTrainer(Trainer):
-    """``Trainer`` whose training order depends only on ``args.seed`` and the epoch.
-
-    The same order on every rank, with and without length grouping, and the same again after a
-    resume, so ``skip_first_batches`` skips exactly the batches already trained
-    (see ``data.EpochOrder``).
-    """
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.order_epoch = SetOrderEpoch()
-        self.add_callback(self.order_epoch)
-
-    def _get_train_sampler(self, train_dataset=None):
-        # Newer transformers pass the dataset, older ones nothing: the same dataset either way.
-        dataset = self.train_dataset if train_dataset is None else train_dataset
-        lengths = None
-        if groups_by_length(self.args):
-            column = self.processing_class.model_input_names[0]
-            lengths = [len(ids) for ids in dataset[column]]
-        order = data.EpochOrder(
-            len(dataset),
-            self.args.seed,
-            lengths,
-            self.args.train_batch_size * self.args.gradient_accumulation_steps,
-        )
-        self.order_epoch.order = order
-        return order
-
-
 def compute_metrics(prediction) -> dict[str, float]:
     predictions, labels = prediction.predictions, prediction.label_ids
     return {METRIC: float((predictions == labels).mean())}
@@ -343,7 +289,7 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
         if board is not None:
             callbacks.append(board)
     padding_multiple = 8 if (training_args.fp16 or training_args.bf16) else None
-    trainer = SeededOrderTrainer(
+    trainer = training_order.SeededOrderTrainer(
         model=model,
         args=training_args,
         train_dataset=train_set,
