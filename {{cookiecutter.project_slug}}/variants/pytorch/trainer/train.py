@@ -20,18 +20,12 @@ import tempfile
 import datasets
 import torch
 import torch.distributed as dist
-from transformers import (
-    DataCollatorWithPadding,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-    set_seed,
-)
+from transformers import DataCollatorWithPadding, TrainingArguments, set_seed
 from transformers.utils import logging as hf_logging
 
-from trainer import checkpoints, cli, data, distributed, hptune, resume, runtime, training_order
+from trainer import checkpoints, cli, data, distributed, reporting, resume, runtime, training_order
 from trainer import model as models
-from trainer.context import OutputDir, RunContext
+from trainer.context import RunContext
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
@@ -189,56 +183,6 @@ def _argmax(logits, labels):
     return logits.argmax(dim=-1)
 
 
-class ReportMetric(TrainerCallback):
-    """Reports eval accuracy with the global step to Vertex hyperparameter tuning."""
-
-    def __init__(self, reporter: hptune.MetricReporter):
-        self.reporter = reporter
-        self.last_step = None  # the step of this run's last report
-
-    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        value = (metrics or {}).get(f"eval_{self.reporter.tag}")
-        if value is not None:
-            self.report(value, state.global_step)
-        return control
-
-    def report(self, value: float, step: int) -> None:
-        self.reporter.report(value, step)
-        self.last_step = step
-
-
-class LogProgress(TrainerCallback):
-    """Logs where training starts and ends, so a resumed run shows what it skipped."""
-
-    def __init__(self):
-        self.first_step = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.first_step = state.global_step
-        logger.info("Training from global step %d to %d", state.global_step, state.max_steps)
-        return control
-
-    def on_train_end(self, args, state, control, **kwargs):
-        logger.info(
-            "Training finished at global step %d (%d steps in this run)",
-            state.global_step,
-            state.global_step - (self.first_step or 0),
-        )
-        return control
-
-
-def _tensorboard_callback(directory: OutputDir):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-        from transformers.integrations import TensorBoardCallback
-
-        path = directory.local()
-    except (ImportError, cli.InputError) as error:
-        logger.warning("No TensorBoard logs: %s", error)
-        return None
-    return TensorBoardCallback(tb_writer=SummaryWriter(log_dir=path))
-
-
 def _train(args, ctx: RunContext, work_dir: str) -> int:
     # Data loader workers fork after the fast tokenizer ran; its threads must not be inherited.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -278,14 +222,14 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
     if resume_from and is_rank0:
         logger.info("Resuming from %s", os.path.basename(resume_from))
 
-    report = ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0))
+    report = reporting.ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0))
     callbacks = [
         report,
         resume.MirrorCheckpoints(checkpoint_dir, args.checkpoint_minutes, KEEP_CHECKPOINTS),
-        LogProgress(),
+        reporting.LogProgress(),
     ]
     if is_rank0:
-        board = _tensorboard_callback(ctx.tensorboard_dir)
+        board = reporting.tensorboard_callback(ctx.tensorboard_dir)
         if board is not None:
             callbacks.append(board)
     padding_multiple = 8 if (training_args.fp16 or training_args.bf16) else None
@@ -301,7 +245,7 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
         callbacks=callbacks,
     )
     trainer.train(resume_from_checkpoint=resume_from)
-    _report_final_model(trainer, report)
+    reporting.report_final_model(trainer, report)
 
     if is_rank0:
         staging = os.path.join(work_dir, "export")
@@ -310,23 +254,6 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
         dist.barrier()  # every rank is past the export
         distributed.end_worker(0)
     return 0
-
-
-def _report_final_model(trainer: Trainer, report: ReportMetric) -> None:
-    """Make the last reported value the accuracy of the model that is exported.
-
-    Vertex takes the last measurement of a trial (vertex.yaml: ``measurement_selection: last``).
-    The decision uses the log history, the same on every rank, since evaluating is collective.
-    """
-    step = trainer.state.global_step
-    key = f"eval_{METRIC}"
-    values = [e[key] for e in trainer.state.log_history if key in e and e.get("step") == step]
-    if not values:  # the last step was not an evaluation step: measure the final model
-        trainer.evaluate()
-    elif report.last_step != step:
-        # Resumed from the final checkpoint (a restart before the export): the final model's
-        # accuracy was measured, and reported, by the earlier attempt.
-        report.report(values[-1], step)
 
 
 def export(model, tokenizer, model_dir: str, staging: str, max_length: int | None = None) -> None:
