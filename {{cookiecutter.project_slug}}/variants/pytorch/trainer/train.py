@@ -23,7 +23,7 @@ import torch.distributed as dist
 from transformers import DataCollatorWithPadding, TrainingArguments, set_seed
 from transformers.utils import logging as hf_logging
 
-from trainer import checkpoints, cli, data, distributed, reporting, resume, runtime, training_order
+from trainer import cli, data, distributed, reporting, resume, training_order
 from trainer import model as models
 from trainer.context import RunContext
 from trainer.metric import METRIC
@@ -249,23 +249,8 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
 
     if is_rank0:
         staging = os.path.join(work_dir, "export")
-        export(trainer.model, tokenizer, ctx.model_dir.local(), staging, args.max_seq_length)
+        models.export(trainer.model, tokenizer, ctx.model_dir.local(), staging, args.max_seq_length)
     if dist.is_available() and dist.is_initialized():  # only in torchrun workers
         dist.barrier()  # every rank is past the export
         distributed.end_worker(0)
     return 0
-
-
-def export(model, tokenizer, model_dir: str, staging: str, max_length: int | None = None) -> None:
-    """``save_pretrained`` locally, then copy file by file into the local path ``model_dir``.
-
-    ``max_length``: the truncation used in training and evaluation, kept as the tokenizer's
-    ``model_max_length`` so that predictions truncate the way the reported metric did.
-    """
-    shutil.rmtree(staging, ignore_errors=True)
-    if max_length:
-        tokenizer.model_max_length = max_length
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    checkpoints.copy_files(staging, model_dir)
-    logger.info("Model exported to %s", runtime.to_gcs_uri(model_dir))
