@@ -1,6 +1,6 @@
 """A baked project holds no trace of how the template is built: no references to the template's
 own notes, benchmarks, per-framework folders or hooks, no build markers (unrendered Jinja:
-test_bake.py); and no Python file over 450 lines."""
+test_bake.py); and no Python file over 300 lines."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ TRACES = {
     "pre_gen_project": "the template's hooks",
     "post_gen_project": "the template's hooks",
 }
-MAX_LINES = 450
+MAX_LINES = 300
 
 
 def text_files(project):
@@ -44,7 +44,7 @@ def test_no_template_traces(tmp_path, framework):
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_no_python_file_is_over_450_lines(tmp_path, framework):
+def test_no_python_file_is_over_300_lines(tmp_path, framework):
     project = bake(tmp_path, framework=framework)
     long = {
         str(path.relative_to(project)): len(text.splitlines())

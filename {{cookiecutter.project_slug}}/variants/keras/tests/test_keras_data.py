@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from conftest import TINY, reported_epochs, train
 
-from trainer import cli, data
+from trainer import cli, data, tfds_data
 
 CLASSES = ("cats", "dogs", "zebras")
 
@@ -132,7 +132,7 @@ def test_trains_on_a_tfds_dataset(tmp_path, metrics_file):
                 yield i, {"image": pixels, "label": i % 2}
 
     name = KerasTestColours.name
-    train_source, eval_source = data.tfds_sources(
+    train_source, eval_source = tfds_data.tfds_sources(
         f"tfds:{name}", None, 16, 0.25, str(tmp_path / "tfds")
     )
     assert (train_source.size, eval_source.size) == (30, 10)
@@ -166,7 +166,7 @@ def test_tfds_shards_by_example_when_files_are_fewer_than_workers(tmp_path):
     import tfds_numbered
 
     data_dir = str(tmp_path / "tfds")
-    train_source, eval_source = data.tfds_sources(
+    train_source, eval_source = tfds_data.tfds_sources(
         f"tfds:{tfds_numbered.NAME}", None, 4, 0.25, data_dir
     )
     assert (train_source.size, eval_source.size) == (30, 10)

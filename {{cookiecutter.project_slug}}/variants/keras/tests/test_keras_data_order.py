@@ -14,7 +14,7 @@ import tensorflow as tf
 from conftest import PROJECT, TINY, start, subprocess_env, wait_all
 from vertex_trainer_tools.testing import cluster_spec, free_ports
 
-from trainer import checkpoints, data, passes, resume
+from trainer import checkpoints, data, passes, resume, tfds_data
 
 
 def _numbered(size: int) -> data.Source:
@@ -82,7 +82,7 @@ def test_tfds_passes_are_complete_and_resume_in_order(tmp_path):
     pytest.importorskip("tensorflow_datasets")
     import tfds_numbered
 
-    train_source, _ = data.tfds_sources(
+    train_source, _ = tfds_data.tfds_sources(
         f"tfds:{tfds_numbered.NAME}", None, 4, 0.25, str(tmp_path / "tfds"), seed=3
     )
     source = dataclasses.replace(train_source, load=lambda image, label: (image[0, 0, 0], label))

@@ -18,7 +18,7 @@ import torch
 from conftest import MAX_SEQ_LENGTH, PROJECT, base_args, reviews, start, wait, write_csv
 from vertex_trainer_tools.testing import cluster_spec, free_ports, kill
 
-from trainer import data
+from trainer import training_order
 
 TRAIN_ROWS = 101  # odd: no batch size or replica count divides it
 BATCH_SIZE = 8
@@ -72,7 +72,9 @@ def test_epoch_order_depends_on_seed_and_epoch_only(grouped):
 
     def order(epoch: int, rng_draws: int) -> list[int]:
         torch.rand(rng_draws)  # moves the global RNG, as a rank's dropout does
-        sampler = data.EpochOrder(TRAIN_ROWS, seed=42, lengths=lengths, batch_size=BATCH_SIZE)
+        sampler = training_order.EpochOrder(
+            TRAIN_ROWS, seed=42, lengths=lengths, batch_size=BATCH_SIZE
+        )
         sampler.set_epoch(epoch)
         return list(sampler)
 

@@ -4,7 +4,7 @@ Files may be local, ``/gcs/`` paths or ``gs://`` URIs (read through the Cloud St
 mount), a single file, a folder or a glob. Everything goes through ``datasets``, so large files
 are memory-mapped Arrow tables and tokenization is a cached, batched ``map``. Examples are not
 padded here: the collator pads each batch to its own longest example (dynamic padding). The
-training order of each epoch is :class:`EpochOrder`'s, a function of the seed and the epoch.
+training order of each epoch, a function of the seed and the epoch, is ``training_order.py``'s.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import random
 from dataclasses import dataclass
 
 import datasets
-import torch
-from transformers.trainer_pt_utils import get_length_grouped_indices
 
 from trainer import cli, runtime
 
@@ -264,43 +262,3 @@ def tokenize(raw: RawData, tokenizer, max_length: int, pad_to_max_length: bool =
         )
 
     return apply(raw.train, "train"), apply(raw.eval, "eval")
-
-
-class EpochOrder(torch.utils.data.Sampler):
-    """The order of one training epoch: a function of the seed and the epoch, nothing else.
-
-    transformers' samplers draw each epoch's permutation from the global torch RNG, which
-    dropout draws from too. Under DDP each rank's RNG drifts (dropout draws in proportion to the
-    padded width of its batches), so the ranks dealt batches from different permutations: some
-    examples twice in an epoch, others never. And on a mid-epoch resume the order was drawn
-    before the RNG state was restored, so the batches skipped were not those already trained.
-    Here every rank draws the same order from its own generator, seeded with ``seed + epoch``
-    (as accelerate seeds its random sampler); accelerate deals each rank its share of the
-    batches. With ``lengths`` the order groups examples of similar length into batches of
-    ``batch_size`` (transformers' length grouping, the same permutation and mega-batches).
-    """
-
-    def __init__(self, size: int, seed: int, lengths: list[int] | None = None, batch_size: int = 1):
-        if lengths is not None and len(lengths) != size:
-            raise ValueError(f"{len(lengths)} lengths for {size} examples")
-        self.size = size
-        self.seed = seed
-        self.lengths = lengths
-        self.batch_size = batch_size
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """Called before each epoch (by ``SetOrderEpoch``, and by accelerate where it can)."""
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.size
-
-    def indices(self) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        if self.lengths is None:
-            return torch.randperm(self.size, generator=generator).tolist()
-        return get_length_grouped_indices(self.lengths, self.batch_size, generator=generator)
-
-    def __iter__(self):
-        return iter(self.indices())

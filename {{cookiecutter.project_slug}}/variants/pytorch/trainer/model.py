@@ -1,14 +1,16 @@
-"""The BERT-family classifier and its tokenizer, from the Hub or from a folder.
+"""The BERT-family classifier and its tokenizer, from the Hub or from a folder, and their export.
 
 ``--model-name-or-path`` is a Hub id (``bert-base-cased``) or a folder written by
 ``save_pretrained``: local, ``/gcs/...`` or ``gs://...`` (read through the FUSE mount), or
-``scratch``: a small BERT built here, so smoke runs and tests need no Hub download.
+``scratch``: a small BERT built here, so smoke runs and tests need no Hub download. ``export``
+writes the trained model and its tokenizer with ``save_pretrained``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections import Counter
 from collections.abc import Iterable
 
@@ -16,7 +18,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from trainer import cli, runtime
+from trainer import checkpoints, cli, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -182,3 +184,18 @@ def _log_loading(name_or_path: str, info: dict) -> None:
         logger.info("Loaded %s; every weight came from it", name_or_path)
     if unused:
         logger.info("Not used from %s: %s", name_or_path, _modules(unused))
+
+
+def export(model, tokenizer, model_dir: str, staging: str, max_length: int | None = None) -> None:
+    """``save_pretrained`` locally, then copy file by file into the local path ``model_dir``.
+
+    ``max_length``: the truncation used in training and evaluation, kept as the tokenizer's
+    ``model_max_length`` so that predictions truncate the way the reported metric did.
+    """
+    shutil.rmtree(staging, ignore_errors=True)
+    if max_length:
+        tokenizer.model_max_length = max_length
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    checkpoints.copy_files(staging, model_dir)
+    logger.info("Model exported to %s", runtime.to_gcs_uri(model_dir))

@@ -20,18 +20,12 @@ import tempfile
 import datasets
 import torch
 import torch.distributed as dist
-from transformers import (
-    DataCollatorWithPadding,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-    set_seed,
-)
+from transformers import DataCollatorWithPadding, TrainingArguments, set_seed
 from transformers.utils import logging as hf_logging
 
-from trainer import checkpoints, cli, data, distributed, hptune, resume, runtime
+from trainer import cli, data, distributed, reporting, resume, training_order
 from trainer import model as models
-from trainer.context import OutputDir, RunContext
+from trainer.context import RunContext
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
@@ -177,60 +171,6 @@ def training_arguments(args, output_dir: str) -> TrainingArguments:
     return TrainingArguments(**options)
 
 
-def groups_by_length(training_args: TrainingArguments) -> bool:
-    """Whether these arguments ask for length-grouped batches (either transformers spelling)."""
-    strategy = getattr(training_args, "train_sampling_strategy", None)
-    return strategy == "group_by_length" or bool(getattr(training_args, "group_by_length", False))
-
-
-class SetOrderEpoch(TrainerCallback):
-    """Tells the training order which epoch starts, before the epoch's first batch is drawn.
-
-    ``state.epoch`` counts finished epochs plus the finished share of the current one, also
-    right after a mid-epoch resume, so its whole part is the epoch that starts. transformers
-    and accelerate forward ``set_epoch`` to a sampler in some versions and setups but not in all
-    (not through accelerate's batch sampler shards under DDP, for one): this works in all.
-    """
-
-    def __init__(self):
-        self.order: data.EpochOrder | None = None
-
-    def on_epoch_begin(self, args, state, control, **kwargs):
-        if self.order is not None:
-            self.order.set_epoch(int(state.epoch or 0))
-        return control
-
-
-class SeededOrderTrainer(Trainer):
-    """``Trainer`` whose training order depends only on ``args.seed`` and the epoch.
-
-    The same order on every rank, with and without length grouping, and the same again after a
-    resume, so ``skip_first_batches`` skips exactly the batches already trained
-    (see ``data.EpochOrder``).
-    """
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.order_epoch = SetOrderEpoch()
-        self.add_callback(self.order_epoch)
-
-    def _get_train_sampler(self, train_dataset=None):
-        # Newer transformers pass the dataset, older ones nothing: the same dataset either way.
-        dataset = self.train_dataset if train_dataset is None else train_dataset
-        lengths = None
-        if groups_by_length(self.args):
-            column = self.processing_class.model_input_names[0]
-            lengths = [len(ids) for ids in dataset[column]]
-        order = data.EpochOrder(
-            len(dataset),
-            self.args.seed,
-            lengths,
-            self.args.train_batch_size * self.args.gradient_accumulation_steps,
-        )
-        self.order_epoch.order = order
-        return order
-
-
 def compute_metrics(prediction) -> dict[str, float]:
     predictions, labels = prediction.predictions, prediction.label_ids
     return {METRIC: float((predictions == labels).mean())}
@@ -241,56 +181,6 @@ def _argmax(logits, labels):
     if isinstance(logits, tuple):
         logits = logits[0]
     return logits.argmax(dim=-1)
-
-
-class ReportMetric(TrainerCallback):
-    """Reports eval accuracy with the global step to Vertex hyperparameter tuning."""
-
-    def __init__(self, reporter: hptune.MetricReporter):
-        self.reporter = reporter
-        self.last_step = None  # the step of this run's last report
-
-    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        value = (metrics or {}).get(f"eval_{self.reporter.tag}")
-        if value is not None:
-            self.report(value, state.global_step)
-        return control
-
-    def report(self, value: float, step: int) -> None:
-        self.reporter.report(value, step)
-        self.last_step = step
-
-
-class LogProgress(TrainerCallback):
-    """Logs where training starts and ends, so a resumed run shows what it skipped."""
-
-    def __init__(self):
-        self.first_step = None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.first_step = state.global_step
-        logger.info("Training from global step %d to %d", state.global_step, state.max_steps)
-        return control
-
-    def on_train_end(self, args, state, control, **kwargs):
-        logger.info(
-            "Training finished at global step %d (%d steps in this run)",
-            state.global_step,
-            state.global_step - (self.first_step or 0),
-        )
-        return control
-
-
-def _tensorboard_callback(directory: OutputDir):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-        from transformers.integrations import TensorBoardCallback
-
-        path = directory.local()
-    except (ImportError, cli.InputError) as error:
-        logger.warning("No TensorBoard logs: %s", error)
-        return None
-    return TensorBoardCallback(tb_writer=SummaryWriter(log_dir=path))
 
 
 def _train(args, ctx: RunContext, work_dir: str) -> int:
@@ -332,18 +222,18 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
     if resume_from and is_rank0:
         logger.info("Resuming from %s", os.path.basename(resume_from))
 
-    report = ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0))
+    report = reporting.ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0))
     callbacks = [
         report,
         resume.MirrorCheckpoints(checkpoint_dir, args.checkpoint_minutes, KEEP_CHECKPOINTS),
-        LogProgress(),
+        reporting.LogProgress(),
     ]
     if is_rank0:
-        board = _tensorboard_callback(ctx.tensorboard_dir)
+        board = reporting.tensorboard_callback(ctx.tensorboard_dir)
         if board is not None:
             callbacks.append(board)
     padding_multiple = 8 if (training_args.fp16 or training_args.bf16) else None
-    trainer = SeededOrderTrainer(
+    trainer = training_order.SeededOrderTrainer(
         model=model,
         args=training_args,
         train_dataset=train_set,
@@ -355,44 +245,12 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
         callbacks=callbacks,
     )
     trainer.train(resume_from_checkpoint=resume_from)
-    _report_final_model(trainer, report)
+    reporting.report_final_model(trainer, report)
 
     if is_rank0:
         staging = os.path.join(work_dir, "export")
-        export(trainer.model, tokenizer, ctx.model_dir.local(), staging, args.max_seq_length)
+        models.export(trainer.model, tokenizer, ctx.model_dir.local(), staging, args.max_seq_length)
     if dist.is_available() and dist.is_initialized():  # only in torchrun workers
         dist.barrier()  # every rank is past the export
         distributed.end_worker(0)
     return 0
-
-
-def _report_final_model(trainer: Trainer, report: ReportMetric) -> None:
-    """Make the last reported value the accuracy of the model that is exported.
-
-    Vertex takes the last measurement of a trial (vertex.yaml: ``measurement_selection: last``).
-    The decision uses the log history, the same on every rank, since evaluating is collective.
-    """
-    step = trainer.state.global_step
-    key = f"eval_{METRIC}"
-    values = [e[key] for e in trainer.state.log_history if key in e and e.get("step") == step]
-    if not values:  # the last step was not an evaluation step: measure the final model
-        trainer.evaluate()
-    elif report.last_step != step:
-        # Resumed from the final checkpoint (a restart before the export): the final model's
-        # accuracy was measured, and reported, by the earlier attempt.
-        report.report(values[-1], step)
-
-
-def export(model, tokenizer, model_dir: str, staging: str, max_length: int | None = None) -> None:
-    """``save_pretrained`` locally, then copy file by file into the local path ``model_dir``.
-
-    ``max_length``: the truncation used in training and evaluation, kept as the tokenizer's
-    ``model_max_length`` so that predictions truncate the way the reported metric did.
-    """
-    shutil.rmtree(staging, ignore_errors=True)
-    if max_length:
-        tokenizer.model_max_length = max_length
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    checkpoints.copy_files(staging, model_dir)
-    logger.info("Model exported to %s", runtime.to_gcs_uri(model_dir))

@@ -1,0 +1,86 @@
+"""What a run reports: eval accuracy to hyperparameter tuning, progress to the log, TensorBoard.
+
+``Trainer`` callbacks that only watch the run, and :func:`report_final_model`, which makes the
+last value reported for tuning the exported model's accuracy. The callbacks that change the run
+live with what they serve: the training order's in ``training_order.py``, checkpoint mirroring
+in ``resume.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from transformers import Trainer, TrainerCallback
+
+from trainer import cli, hptune
+from trainer.context import OutputDir
+from trainer.metric import METRIC
+
+logger = logging.getLogger(__name__)
+
+
+class ReportMetric(TrainerCallback):
+    """Reports eval accuracy with the global step to Vertex hyperparameter tuning."""
+
+    def __init__(self, reporter: hptune.MetricReporter):
+        self.reporter = reporter
+        self.last_step = None  # the step of this run's last report
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        value = (metrics or {}).get(f"eval_{self.reporter.tag}")
+        if value is not None:
+            self.report(value, state.global_step)
+        return control
+
+    def report(self, value: float, step: int) -> None:
+        self.reporter.report(value, step)
+        self.last_step = step
+
+
+class LogProgress(TrainerCallback):
+    """Logs where training starts and ends, so a resumed run shows what it skipped."""
+
+    def __init__(self):
+        self.first_step = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.first_step = state.global_step
+        logger.info("Training from global step %d to %d", state.global_step, state.max_steps)
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        logger.info(
+            "Training finished at global step %d (%d steps in this run)",
+            state.global_step,
+            state.global_step - (self.first_step or 0),
+        )
+        return control
+
+
+def tensorboard_callback(directory: OutputDir):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+        from transformers.integrations import TensorBoardCallback
+
+        path = directory.local()
+    except (ImportError, cli.InputError) as error:
+        logger.warning("No TensorBoard logs: %s", error)
+        return None
+    return TensorBoardCallback(tb_writer=SummaryWriter(log_dir=path))
+
+
+def report_final_model(trainer: Trainer, report: ReportMetric) -> None:
+    """Make the last reported value the accuracy of the model that is exported.
+
+    Vertex takes the last measurement of a trial (vertex.yaml: ``measurement_selection: last``).
+    The decision uses the log history, the same on every rank, since evaluating is collective.
+    """
+    step = trainer.state.global_step
+    key = f"eval_{METRIC}"
+    values = [e[key] for e in trainer.state.log_history if key in e and e.get("step") == step]
+    if not values:  # the last step was not an evaluation step: measure the final model
+        trainer.evaluate()
+    elif report.last_step != step:
+        # Resumed from the final checkpoint (a restart before the export): the final model's
+        # accuracy was measured, and reported, by the earlier attempt.
+        report.report(values[-1], step)
