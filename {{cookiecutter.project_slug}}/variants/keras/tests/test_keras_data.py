@@ -103,6 +103,7 @@ def test_eval_folder_with_unknown_class(tmp_path, image_folder):
         data.image_folders(str(image_folder), str(other), 16, 0.1, seed=1)
 
 
+@pytest.mark.slow  # make test-all: the fast tier keeps one run per data source
 def test_trains_on_a_tfds_dataset(tmp_path, metrics_file):
     """A TFDS builder prepared offline: no validation split, so a slice is held out."""
     tfds = pytest.importorskip("tensorflow_datasets")

@@ -66,7 +66,7 @@ def test_the_last_step_takes_the_rest_as_keras_does():
     assert sizes == [[33], [32]]
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_a_stream_started_mid_pass_continues_the_same_order(workers):
     """What a restart at step t trains on is what the uninterrupted run trained from step t."""
     source = _numbered(101)
@@ -76,6 +76,7 @@ def test_a_stream_started_mid_pass_continues_the_same_order(workers):
         assert _stream(source, workers, 8, start_step, steps) == whole[start_step:][:steps]
 
 
+@pytest.mark.slow  # make test-all, beside the TFDS training test
 def test_tfds_passes_are_complete_and_resume_in_order(tmp_path):
     """A TFDS split on two workers (one file: split by examples): each pass every example
     once, and a restart continues the same order."""

@@ -95,7 +95,7 @@ def assert_reports_exported_accuracy(metrics_file: Path, job: Path, eval_root: P
     return truth
 
 
-@pytest.mark.parametrize("batch_size", [8, 32])
+@pytest.mark.parametrize("batch_size", [8, pytest.param(32, marks=pytest.mark.slow)])
 def test_reported_accuracy_counts_each_eval_image_once(tmp_path, folders, metrics_file, batch_size):
     """51 images at a batch of 8 or 32: no padded or repeated images in the measurement."""
     job = tmp_path / "job"
@@ -103,6 +103,7 @@ def test_reported_accuracy_counts_each_eval_image_once(tmp_path, folders, metric
     assert_reports_exported_accuracy(metrics_file, job, folders[1])
 
 
+@pytest.mark.slow  # make test-all: the fast tier keeps one resume (test_keras_resume.py)
 def test_rerun_after_the_last_epoch_reports_the_exported_model(tmp_path, folders, metrics_file):
     """A rerun that finds every epoch done (on a fresh VM, say) still reports, last, the
     accuracy of the model it exports."""
