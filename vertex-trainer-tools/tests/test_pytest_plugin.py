@@ -1,0 +1,72 @@
+"""The pytest plugin as a project's tests use it: its fixtures in a pytest run of their own, in a
+copy of the baked project, with the stand-in trainer (``FAKE_TRAINER``) as the module the
+emulator runs."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import PROJECT
+from vertex_trainer_tools import testing
+
+pytest_plugins = ["pytester"]
+
+TESTS = """
+import json, os
+
+STATE = os.environ["FAKE_STATE"]
+FAKE = ["--module=fake_trainer"]
+
+
+def test_kill_and_resume(tmp_path, kill_and_resume):
+    job = kill_and_resume(tmp_path / "job", ["--state", STATE, "--steps=4"], replicas=1,
+                          runner_args=FAKE)
+    assert job.attempts() == 2
+    assert any("resuming from step 1" in line for line in job.lines(attempt=2)), job.tail()
+
+
+def test_hpt_trial(tmp_path, hpt_trial):
+    job = hpt_trial(tmp_path / "job", ["--state", STATE], trial=2, runner_args=FAKE)
+    assert job.returncode == 0, job.tail()
+    assert job.trial == "2" and job.metrics_file().parent.parent.parent.name == "2"
+    argv = json.load(open(os.path.join(STATE, "workerpool0-0-1.json")))["argv"]
+    assert any(arg.startswith("--") and "=" in arg for arg in argv[2:]), argv
+
+
+def test_project_image(project_image):
+    raise AssertionError("skipped without docker")
+"""
+
+
+@pytest.fixture
+def project_copy(pytester, tmp_path, monkeypatch):
+    """The baked project as pytester's folder, the stand-in trainer importable by replicas."""
+    for name in ("vertex.yaml", "trainer"):
+        source = PROJECT / name
+        if source.is_dir():
+            shutil.copytree(source, pytester.path / name)
+        else:
+            shutil.copy(source, pytester.path / name)
+    state = testing.install_fake_trainer(tmp_path, monkeypatch)
+    monkeypatch.setenv("FAKE_STATE", str(state))
+    monkeypatch.setenv("PATH", "/nonexistent")  # no docker: project_image must skip
+    pytester.makepyfile(test_fixtures=TESTS)
+    return pytester
+
+
+@pytest.mark.slow
+def test_fixtures_run_the_drill_the_trial_and_skip_the_image_without_docker(project_copy):
+    result = project_copy.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*no docker executable on PATH*"])
+
+
+def test_helpers_write_what_vertex_writes(tmp_path):
+    spec = testing.cluster_spec({"workerpool0": ["a:1"]}, "workerpool0", trial="3")
+    assert '"trial": "3"' in spec and '"job": "{' in spec
+    (tmp_path / "m").write_text('{"auc": "0.5"}\n\n{"auc": "0.75"}\n')
+    assert [line["auc"] for line in testing.read_metrics(tmp_path / "m")] == ["0.5", "0.75"]
+    assert testing.read_metrics(tmp_path / "none") == []
+    assert len(set(testing.free_ports(3))) == 3
