@@ -329,3 +329,13 @@ def test_replicas_die_with_a_killed_runner(tmp_path, fake):
             import shutil
 
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_drill_names_the_saved_checkpoints_in_step_order():
+    saved = ["checkpoint-150", "checkpoint-20", "chief-0/checkpoint-3", "checkpoint-30"]
+    assert sorted(saved, key=supervisor._by_task_and_step) == [
+        "checkpoint-20",
+        "checkpoint-30",
+        "checkpoint-150",
+        "chief-0/checkpoint-3",
+    ]

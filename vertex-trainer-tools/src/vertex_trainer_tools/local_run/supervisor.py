@@ -211,7 +211,8 @@ class Supervisor:
             if len(self._saved_checkpoints) < self.kill_at_checkpoint:
                 return
             saved = sorted(
-                os.path.relpath(path, self.checkpoint_dir) for path in self._saved_checkpoints
+                (os.path.relpath(path, self.checkpoint_dir) for path in self._saved_checkpoints),
+                key=_by_task_and_step,
             )
             why = f"after {', '.join(saved)} {'was' if len(saved) == 1 else 'were'} saved"
         elif time.monotonic() - self._started < self.kill_after:
@@ -356,3 +357,10 @@ class Supervisor:
                 self.say(f"last lines of {replica.name}:")
                 for line in replica.tail:
                     self._write(f"  {replica.name} | {line}")
+
+
+def _by_task_and_step(relative: str) -> tuple[str, int]:
+    """``chief-0/checkpoint-20`` sorts by its task folder, then by step: 20 before 150."""
+    folder, name = os.path.split(relative)
+    match = contract.CHECKPOINT_NAME.match(name)
+    return folder, int(match.group(1)) if match else -1
