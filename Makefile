@@ -36,7 +36,7 @@ demo: venv ## bake a $(FRAMEWORK) project into $(DEMO_DIR) (replaced each time) 
 	@echo "  make test                            # the project's own tests"
 	@echo "  make submit DRY_RUN=1                # the Vertex request it would send"
 
-test: venv ## the whole suite: the tools package's tests, then bake every variant, lint it, run its tests
+test: venv lint ## the whole suite: ruff, the tools package's tests, then bake every variant, lint it, run its tests
 	$(BIN)/python -m pytest -n auto --durations=5 -p no:cacheprovider vertex-trainer-tools/tests
 	$(BIN)/python -m pytest -n auto --durations=12 tests
 

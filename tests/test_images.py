@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TEMPLATE, bake
+from conftest import bake
 
 pytestmark = [pytest.mark.images, pytest.mark.xdist_group("docker-images")]
 

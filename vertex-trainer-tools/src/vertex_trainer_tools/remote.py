@@ -11,9 +11,9 @@ import re
 import shutil
 from pathlib import Path
 
+from build import BuildBackendException, BuildException, ProjectBuilder
 from pyproject_hooks import quiet_subprocess_runner
 
-from build import BuildBackendException, BuildException, ProjectBuilder
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools import preflight
 
