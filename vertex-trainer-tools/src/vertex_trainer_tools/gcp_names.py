@@ -222,7 +222,8 @@ def answer_problems(answers: dict[str, str]) -> list[str]:
         )
     bucket = "gs://" + answers["gcs_bucket"].strip().removeprefix("gs://").strip("/")
     bucket_uri = "a bucket URI of the form gs://BUCKET[/path]"
-    if project_refused and bucket == f"gs://{project}-vertex":
+    default_bucket = f"gs://{answers['gcp_project_id']}-vertex"  # as cookiecutter.json has it
+    if project_refused and answers["gcs_bucket"].strip() == default_bucket.strip():
         pass  # the default bucket, named after the refused project: one line is enough
     elif not answers["gcs_bucket"].strip():
         found.append("gcs_bucket: must not be empty (e.g. gs://my-bucket)")
