@@ -134,7 +134,7 @@ def test_unnamed_image_is_refused(project, cloud):
     data = cloud_values(RAW)
     data["image"]["name"] = ""
     write_config(project, data)
-    refused(cloud, "image.name: missing")
+    refused(cloud, "image.name: must not be empty (e.g. trainer)")
 
 
 def test_unknown_accelerator_is_refused(project, cloud):
