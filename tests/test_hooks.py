@@ -143,6 +143,15 @@ RESERVED = "uses a reserved form ('goog', 'google' or an IP) (e.g. gs://my-proje
             " (did you mean 'us-central1' or 'me-central1' or 'me-central2'?)",
         ),
         ({"region": "us-central"}, "region: 'us-central' is not a region (e.g. us-central1)"),
+        # An empty answer is one line (the default bucket named after it says nothing more).
+        ({"region": ""}, "region: must not be empty (e.g. us-central1)"),
+        ({"gcp_project_id": " "}, "gcp_project_id: must not be empty (e.g. my-project-123)"),
+        ({"machine_type": ""}, "machine_type: must not be empty (e.g. n1-standard-8)"),
+        ({"gcs_bucket": ""}, "gcs_bucket: must not be empty (e.g. gs://my-bucket)"),
+        (
+            {"artifact_registry_repo": ""},
+            "artifact_registry_repo: must not be empty (e.g. trainers)",
+        ),
         ({"region": "global"}, "region: 'global' is not a region (e.g. us-central1)"),
         (
             {"gcp_project_id": "My_Project", "gcs_bucket": BUCKET},
@@ -195,7 +204,9 @@ RESERVED = "uses a reserved form ('goog', 'google' or an IP) (e.g. gs://my-proje
             "accelerator_count: 1 without an accelerator_type: make it 0 (e.g. 0)",
         ),
     ],
-    ids=lambda value: " ".join(value.values()) if isinstance(value, dict) else "",
+    ids=lambda value: (
+        " ".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else ""
+    ),
 )
 def test_project_rules_reject_an_answer_with_one_line_and_no_folder(tmp_path, answers, error):
     result = cli_bake(tmp_path, *(f"{field}={value}" for field, value in answers.items()))

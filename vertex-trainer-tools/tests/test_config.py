@@ -95,7 +95,88 @@ def test_get_command_prints_one_value_for_the_makefile(tmp_path):
             "staging_bucket: 'my-bucket' is not a bucket URI",
         ),
         (lambda d: d.update(region="us central"), "region: 'us central' is not a region"),
-        (lambda d: d["image"].update(name=""), "image.name: missing"),
+        (lambda d: d["image"].update(name=""), "image.name: must not be empty (e.g. trainer)"),
+        # Empty text is refused wherever empty does not mean "not set" (issue 21).
+        (lambda d: d.update(region=""), "region: must not be empty (e.g. us-central1)"),
+        (lambda d: d.update(project=" "), "project: must not be empty (e.g. my-project-123)"),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(machine_type=""),
+            "job.worker_pools[0].machine_type: must not be empty (e.g. n1-standard-8)",
+        ),
+        (
+            lambda d: d["job"].update(reduction_server={"replica_count": 2, "machine_type": ""}),
+            "job.reduction_server.machine_type: must not be empty (e.g. n1-highcpu-16)",
+        ),
+        (lambda d: d["image"].update(registry_host=""), "image.registry_host: must not be empty"),
+        (lambda d: d["job"].update(display_name=""), "job.display_name: must not be empty"),
+        (
+            lambda d: d["python_package"].update(python_module=""),
+            "python_package.python_module: must not be empty (e.g. trainer.task)",
+        ),
+        (
+            lambda d: d["job"].update(network="my-vpc"),
+            "job.network: 'my-vpc' is not a VPC network name: projects/PROJECT_NUMBER/global/"
+            "networks/NAME (e.g. projects/123456789012/global/networks/my-vpc)",
+        ),
+        (
+            lambda d: d["job"].update(experiment="my-runs", service_account=""),
+            "job.service_account: Vertex AI Experiments need a service account",
+        ),
+        (
+            lambda d: d["job"]["scheduling"].update(strategy="FLEX_START"),
+            "job.worker_pools[0].accelerator_type: FLEX_START offers L4, A100, H100, H200 and "
+            "B200 GPUs, not NVIDIA_TESLA_T4 (e.g. NVIDIA_L4)",
+        ),
+        # Capacity and cost settings.
+        (
+            lambda d: d["job"].update(labels={"Team": "nlp"}),
+            "job.labels.Team: 'Team' is not a label key: 1-63 lowercase letters",
+        ),
+        (
+            lambda d: d["job"].update(labels={"team": "NLP team"}),
+            "job.labels.team: 'NLP team' is not a label value",
+        ),
+        (
+            lambda d: d["job"].update(labels={"team": "x" * 64}),
+            "is not a label value: at most 63 lowercase letters",
+        ),
+        (
+            lambda d: d["job"].update(labels={f"k{i}": "v" for i in range(65)}),
+            "job.labels: 65 labels: Google Cloud allows 64 at most",
+        ),
+        (lambda d: d["job"].update(labels=["team"]), "job.labels: expected a mapping of key"),
+        (
+            lambda d: d["job"].update(persistent_resource_id="My_Cluster"),
+            "job.persistent_resource_id: 'My_Cluster' is not a persistent resource ID",
+        ),
+        (
+            lambda d: d["job"].update(reservation="h100s"),
+            "job.reservation: 'h100s' is not any, none or a reservation name: "
+            "projects/PROJECT/zones/ZONE/reservations/NAME",
+        ),
+        (
+            lambda d: d["job"].update(
+                reservation="projects/demo-project-123/zones/europe-west4-a/reservations/h100s"
+            ),
+            "job.reservation: is in zone europe-west4-a but jobs run in region us-central1",
+        ),
+        (
+            lambda d: d["job"].update(reservation="any", persistent_resource_id="cluster-1"),
+            "job.reservation: a job on a persistent resource runs on that resource's machines",
+        ),
+        (
+            lambda d: (
+                d["job"].update(reservation="any"),
+                d["job"]["scheduling"].update(strategy="FLEX_START"),
+            ),
+            "job.reservation: FLEX_START queues for capacity instead of consuming a reservation",
+        ),
+        (
+            lambda d: d["job"]["scheduling"].update(
+                disable_retries=True, restart_job_on_worker_restart=True
+            ),
+            "job.scheduling.disable_retries: turns restart_job_on_worker_restart off on Vertex",
+        ),
         (
             lambda d: d["job"]["worker_pools"][0].update(acelerator_type="X"),
             "did you mean 'accelerator_type'",
@@ -364,6 +445,29 @@ def test_check_refuses_an_accelerator_and_a_region_vertex_does_not_know(tmp_path
         in region
     )
     assert len(region.partition("region: ")[2]) < 150, "a few close matches, never the whole list"
+
+
+def test_check_refuses_empty_values_and_settings_that_fail_only_at_submit(tmp_path, capsys):
+    data = real_values(RAW)
+    data["project"] = ""
+    data["job"].update(experiment="my-runs", service_account="", network="my-vpc")
+    code, out, err = check(tmp_path, data, capsys)
+    path = tmp_path / "vertex.yaml"
+    assert code == 1 and "OK" not in out
+    assert err.strip().splitlines() == [
+        f"ERROR: {path}:{line_number(path, 'project:')}: project: must not be empty"
+        " (e.g. my-project-123)",
+        f"ERROR: {path}:{line_number(path, 'network:')}: job.network: 'my-vpc' is not a VPC"
+        " network name: projects/PROJECT_NUMBER/global/networks/NAME"
+        " (e.g. projects/123456789012/global/networks/my-vpc)",
+    ]
+    data["project"], data["job"]["network"] = "demo-project-123", ""
+    code, out, err = check(tmp_path, data, capsys)
+    assert code == 1
+    assert err.strip().splitlines() == [
+        f"ERROR: {path}:{line_number(path, 'service_account:')}: job.service_account: Vertex AI"
+        " Experiments need a service account (e.g. trainer@PROJECT.iam.gserviceaccount.com)"
+    ]
 
 
 def test_the_copies_of_vertex_names_equal_the_sdk():

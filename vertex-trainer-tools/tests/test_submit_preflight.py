@@ -1,6 +1,7 @@
 """submit.py in-process: options reach the request, and every pre-flight refusal is one
-clear line before any API call; the cost levers (FLEX_START, Reduction Server) in every rendering
-and in the request the REST stand-in receives."""
+clear line before any API call; the cost levers (FLEX_START, Reduction Server, reservations,
+persistent resources, labels, disable_retries) in every rendering and in the request the REST
+stand-in receives."""
 
 from __future__ import annotations
 
@@ -74,6 +75,18 @@ def test_tensorboard_experiment_and_scheduling_reach_the_request(project, cloud)
     assert spec.experiment.endswith("/metadataStores/default/contexts/my-experiment")
 
 
+@pytest.mark.parametrize("where", ["project", "region"])
+def test_an_empty_project_or_region_is_one_line_not_a_traceback(project, cloud, where):
+    data = cloud_values(RAW)
+    data[where] = ""
+    write_config(project, data)
+    for argv in (("--dry-run",), ("--gcloud-config",)):
+        code, out, err = cloud(*argv)
+        assert code == 1 and not out
+        (line,) = err.strip().splitlines()
+        assert line.startswith("ERROR: vertex.yaml:") and f" {where}: must not be empty" in line
+
+
 def test_no_sync_returns_once_the_job_exists(cloud):
     with FakeGoogleCloud(polls_before_end=1000) as server:
         code, out, err = cloud("--no-sync", server=server)
@@ -121,7 +134,7 @@ def test_unnamed_image_is_refused(project, cloud):
     data = cloud_values(RAW)
     data["image"]["name"] = ""
     write_config(project, data)
-    refused(cloud, "image.name: missing")
+    refused(cloud, "image.name: must not be empty (e.g. trainer)")
 
 
 def test_unknown_accelerator_is_refused(project, cloud):
@@ -162,23 +175,58 @@ def test_a_study_parameter_the_trainer_lacks_is_refused_before_any_request(proje
     assert code != 0 and "not a flag of the trainer" in err
 
 
+LEVERS = ["flex_start", "reduction_server", "reservation", "persistent_resource"]
+LABELS = {"team": "nlp", "cost-center": "cc-42"}
+RESERVATION = "projects/demo-project-123/zones/us-central1-a/reservations/h100s"
+
+
 def cost_levers(raw: dict, lever: str) -> dict:
-    """GPU workers with FLEX_START and a max wait, or with a Reduction Server (and SPOT)."""
+    """GPU workers with FLEX_START and a max wait, or with a Reduction Server (and SPOT); or
+    on a specific reservation (with a Reduction Server) or a persistent resource, labelled,
+    without retries."""
     data = cloud_values(raw)
     chief = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_H100_80GB"}
     chief.update(machine_type="a3-highgpu-8g", accelerator_count=8)
     data["job"]["worker_pools"] = [chief, {**chief, "replica_count": 3}]
+    scheduling = data["job"]["scheduling"]
     if lever == "flex_start":
-        data["job"]["scheduling"].update(strategy="FLEX_START", max_wait="3600s")
-    else:
+        scheduling.update(strategy="FLEX_START", max_wait="3600s")
+    elif lever == "reduction_server":
         data["job"]["reduction_server"] = {"replica_count": 4, "machine_type": "n1-highcpu-16"}
-        data["job"]["scheduling"].update(strategy="SPOT")
+        scheduling.update(strategy="SPOT")
+    else:
+        scheduling.update(disable_retries=True, restart_job_on_worker_restart=False)
+        data["job"]["labels"] = LABELS
+        if lever == "reservation":
+            data["job"]["reservation"] = RESERVATION
+            data["job"]["reduction_server"] = {"replica_count": 4}
+        else:
+            data["job"]["persistent_resource_id"] = "h100-cluster"
     return data
+
+
+def assert_capacity(spec, lever: str) -> None:
+    """A reservation in the trainer pools' machine specs (not the reducers'), or a persistent
+    resource; never retried."""
+    assert spec.scheduling.disable_retries
+    pools = spec.worker_pool_specs
+    affinities = [p.machine_spec.reservation_affinity for p in pools]
+    if lever == "persistent_resource":
+        assert spec.persistent_resource_id == "h100-cluster"
+        assert [a.reservation_affinity_type for a in affinities] == [0, 0]
+        return
+    assert not spec.persistent_resource_id
+    specific = aiplatform_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
+    assert [a.reservation_affinity_type for a in affinities] == [specific, specific, 0]
+    assert affinities[0].key == "compute.googleapis.com/reservation-name"
+    assert list(affinities[1].values) == [RESERVATION]
 
 
 def assert_cost_levers(spec, lever: str) -> None:
     pools = spec.worker_pool_specs
     assert pools[1].container_spec.image_uri == pools[0].container_spec.image_uri
+    if lever in ("reservation", "persistent_resource"):
+        return assert_capacity(spec, lever)
     if lever == "flex_start":
         assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START
         assert spec.scheduling.max_wait_duration.total_seconds() == 3600
@@ -194,35 +242,49 @@ def assert_cost_levers(spec, lever: str) -> None:
     assert not server.machine_spec.accelerator_count
 
 
-@pytest.mark.parametrize("lever", ["flex_start", "reduction_server"])
+@pytest.mark.parametrize("lever", LEVERS)
 def test_cost_levers_in_every_rendering(project, cloud, lever):
-    write_config(project, cost_levers(RAW, lever))
+    data = cost_levers(RAW, lever)
+    labels = data["job"].get("labels", {})
+    write_config(project, data)
     code, out, err = cloud("--dry-run")
     assert code == 0, err
-    assert_cost_levers(parse_strict(aiplatform_v1.CustomJob, json.loads(out)).job_spec, lever)
+    job = parse_strict(aiplatform_v1.CustomJob, json.loads(out))
+    assert_cost_levers(job.job_spec, lever)
+    assert dict(job.labels) == labels
     code, out, err = cloud("--dry-run", "--hpt")
     assert code == 0, err
     study = parse_strict(aiplatform_v1.HyperparameterTuningJob, json.loads(out))
     assert_cost_levers(study.trial_job_spec, lever)
-    assert cloud("--gcloud-config")[0] == 0 and cloud("--gcloud-config", "--hpt")[0] == 0
+    assert dict(study.labels) == labels
+    code, custom_out, err = cloud("--gcloud-config")
+    assert code == 0, err
+    assert cloud("--gcloud-config", "--hpt")[0] == 0
     spec = yaml.safe_load((project / "build/gcloud/custom-job.yaml").read_text())
     assert_cost_levers(parse_strict(aiplatform_v1.CustomJobSpec, spec), lever)
+    # A CustomJobSpec has no labels: gcloud takes them as a flag.
+    assert ("--labels=team=nlp,cost-center=cc-42" in custom_out) == bool(labels)
     study = yaml.safe_load((project / "build/gcloud/hpt-job.yaml").read_text())
     study = parse_strict(aiplatform_v1.HyperparameterTuningJob, study)
     assert_cost_levers(study.trial_job_spec, lever)
+    assert dict(study.labels) == labels
 
 
-@pytest.mark.parametrize("lever", ["flex_start", "reduction_server"])
+@pytest.mark.parametrize("lever", LEVERS)
 def test_cost_levers_reach_vertex(project, cloud, lever):
-    write_config(project, cost_levers(RAW, lever))
-    strategy = "FLEX_START" if lever == "flex_start" else "SPOT"
+    data = cost_levers(RAW, lever)
+    write_config(project, data)
+    strategy = data["job"]["scheduling"]["strategy"]
     for argv, kind in (((), "customJobs"), (("--hpt",), "hyperparameterTuningJobs")):
         with FakeGoogleCloud() as server:
             code, out, err = cloud(*argv, server=server)
         assert code == 0, err
         (body,) = server.created(kind)
         spec = body["jobSpec" if kind == "customJobs" else "trialJobSpec"]
-        assert spec["scheduling"]["strategy"] == int(aiplatform_v1.Scheduling.Strategy[strategy])
+        if strategy != "STANDARD":  # STANDARD is what Vertex does when none is given
+            wanted = int(aiplatform_v1.Scheduling.Strategy[strategy])
+            assert spec["scheduling"]["strategy"] == wanted
+        assert body.get("labels", {}) == data["job"].get("labels", {})
         if kind == "customJobs":
             message = parse_strict(aiplatform_v1.CustomJob, body).job_spec
         else:

@@ -50,7 +50,7 @@ BUCKET_URI = "a bucket URI of the form gs://BUCKET[/path]"
 
 
 class ImageConfig(Model):
-    registry_host: str = example("us-central1-docker.pkg.dev")
+    registry_host: str = example("us-central1-docker.pkg.dev", min_length=1)
     repository: str = pattern(names.REPOSITORY_RE, names.REPOSITORY, "trainers")
     name: str = pattern(names.IMAGE_NAME_RE, names.IMAGE_NAME, "trainer")
     tag: str = "latest"
@@ -59,15 +59,12 @@ class ImageConfig(Model):
     def settle(self):
         return {"tag": self.tag or "latest"}
 
-    def problems(self):
-        for name in ("registry_host", "repository", "name"):
-            if not getattr(self, name):
-                yield name, "missing: the training image cannot be named without it"
-
 
 class PythonPackage(Model):
-    executor_image_uri: str = example("us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest")
-    python_module: str = "trainer.task"
+    executor_image_uri: str = example(
+        "us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest", min_length=1
+    )
+    python_module: str = example("trainer.task", "trainer.task", min_length=1)
 
 
 class Config(Model):
@@ -111,6 +108,13 @@ class Config(Model):
             yield (
                 "job.tensorboard",
                 (f"is in {match.group(1)} but jobs run in region {region}: use one region"),
+            )
+        match = names.RESERVATION_NAME_RE.match(self.job.reservation)
+        if match and not match.group("zone").startswith(region + "-"):
+            yield (
+                "job.reservation",
+                f"is in zone {match.group('zone')} but jobs run in region {region}: "
+                f"use a reservation in a zone of {region} (e.g. {region}-a)",
             )
 
     # Derived values: computed here once so no other file spells them out.

@@ -91,6 +91,35 @@ PROJECT_RE = r"^([a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$"  # domain:id too
 BUCKET_RE = r"^gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/.*)?$"
 MACHINE_RE = r"^[a-z][a-z0-9]*(-[a-z0-9]+)+$"
 ACCELERATOR_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+# CustomJobSpec.network: a VPC named by the project's number, not its ID.
+NETWORK_RE = r"^projects/[0-9]+/global/networks/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+NETWORK = "a VPC network name: projects/PROJECT_NUMBER/global/networks/NAME"
+NETWORK_EXAMPLE = "projects/123456789012/global/networks/my-vpc"
+PERSISTENT_RESOURCE_RE = r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$"
+PERSISTENT_RESOURCE = "a persistent resource ID: lowercase letters, digits and '-' (1-63)"
+# A Compute Engine reservation consumed by a job: any, none, or one by its full name.
+RESERVATION_NAME_RE = re.compile(
+    r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/zones/(?P<zone>[a-z]+-[a-z]+[0-9]+-[a-z])"
+    r"/reservations/[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+)
+RESERVATION_RE = r"^(any|none)$|" + RESERVATION_NAME_RE.pattern
+RESERVATION = "any, none or a reservation name: projects/PROJECT/zones/ZONE/reservations/NAME"
+RESERVATION_EXAMPLE = "projects/my-project-123/zones/us-central1-a/reservations/my-h100s"
+# Dynamic Workload Scheduler (strategy FLEX_START) offers these GPUs only: L4, A100, H100,
+# H200 and B200 (Vertex docs, schedule-jobs-dws).
+FLEX_START_ACCELERATORS = (
+    "NVIDIA_L4",
+    "NVIDIA_TESLA_A100",
+    "NVIDIA_A100_80GB",
+    "NVIDIA_H100_80GB",
+    "NVIDIA_H100_MEGA_80GB",
+    "NVIDIA_H200_141GB",
+    "NVIDIA_B200",
+)
+# Labels (cost attribution): Google Cloud's rules for keys and values, 64 labels at most.
+LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+MAX_LABELS = 64
 
 
 def bucket_problem(uri: str) -> str | None:
@@ -115,6 +144,25 @@ def count_problem(accelerator_type: str, count: int) -> str | None:
         offered = ", ".join(map(str, ACCELERATOR_COUNTS))
         return f"{count} accelerators per replica are not offered: use {offered} (e.g. 1)"
     return None
+
+
+def label_problems(labels: dict[str, str]):
+    """``(key, why)`` for labels that break Google Cloud's rules (key ``labels.<name>``)."""
+    if len(labels) > MAX_LABELS:
+        yield "labels", f"{len(labels)} labels: Google Cloud allows {MAX_LABELS} at most"
+    for key, value in labels.items():
+        if not LABEL_KEY_RE.match(key):
+            yield (
+                f"labels.{key}",
+                f"{key!r} is not a label key: 1-63 lowercase letters, digits, '_' or '-', "
+                "starting with a letter (e.g. cost-center)",
+            )
+        elif not LABEL_VALUE_RE.match(value):
+            yield (
+                f"labels.{key}",
+                f"{value!r} is not a label value: at most 63 lowercase letters, digits, '_' or "
+                "'-' (e.g. team-nlp)",
+            )
 
 
 def problems(cfg):
@@ -149,7 +197,9 @@ def answer_problems(answers: dict[str, str]) -> list[str]:
     found = []
 
     def rule(field: str, value: str, pattern: str, what: str, example: str) -> None:
-        if not re.match(pattern, value):
+        if not value:
+            found.append(f"{field}: must not be empty (e.g. {example})")
+        elif not re.match(pattern, value):
             found.append(f"{field}: {value!r} is not {what} (e.g. {example})")
 
     project = answers["gcp_project_id"].strip()
@@ -159,8 +209,11 @@ def answer_problems(answers: dict[str, str]) -> list[str]:
             f"gcp_project_id: {project!r} is not a project ID: no 'google' in it"
             " (e.g. my-project-123)"
         )
+    project_refused = bool(found)
     region = answers["region"].strip()
-    if not re.match(REGION_RE, region):
+    if not region:
+        found.append("region: must not be empty (e.g. us-central1)")
+    elif not re.match(REGION_RE, region):
         found.append(f"region: {region!r} is not a region (e.g. us-central1)")
     elif region not in REGIONS:
         found.append(
@@ -169,7 +222,12 @@ def answer_problems(answers: dict[str, str]) -> list[str]:
         )
     bucket = "gs://" + answers["gcs_bucket"].strip().removeprefix("gs://").strip("/")
     bucket_uri = "a bucket URI of the form gs://BUCKET[/path]"
-    if answers["gcs_bucket"].strip().startswith("gs://"):
+    default_bucket = f"gs://{answers['gcp_project_id']}-vertex"  # as cookiecutter.json has it
+    if project_refused and answers["gcs_bucket"].strip() == default_bucket.strip():
+        pass  # the default bucket, named after the refused project: one line is enough
+    elif not answers["gcs_bucket"].strip():
+        found.append("gcs_bucket: must not be empty (e.g. gs://my-bucket)")
+    elif answers["gcs_bucket"].strip().startswith("gs://"):
         rule("gcs_bucket", bucket, BUCKET_RE, bucket_uri, "gs://my-bucket")
     elif not re.match(BUCKET_RE, bucket):
         found.append(f"gcs_bucket: {answers['gcs_bucket']!r} is not a bucket name (e.g. my-bucket)")

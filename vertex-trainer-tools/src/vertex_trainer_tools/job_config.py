@@ -14,7 +14,7 @@ from pydantic import BeforeValidator, Field, StrictBool
 
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
-from vertex_trainer_tools.gcp_names import ACCELERATOR_RE, MACHINE_RE
+from vertex_trainer_tools.gcp_names import ACCELERATOR_RE, MACHINE_RE, NETWORK, NETWORK_RE
 from vertex_trainer_tools.schema import Int, Model, example, pattern
 
 ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -31,6 +31,8 @@ DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 
 MACHINE = "a machine type"
+# ReservationAffinity of aiplatform_v1 (MachineSpec.reservation_affinity), from job.reservation.
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 
 def _accelerator(text: str) -> str:
@@ -73,6 +75,14 @@ def _pools(value: Any) -> Any:
     return [_empty_pool() if item in (None, {}) else item for item in value]
 
 
+def _labels(value: Any) -> Any:
+    """``{key: value}``; numbers and true/false are written as text, as Google Cloud stores them."""
+    if not isinstance(value, dict) or any(isinstance(v, dict | list) for v in value.values()):
+        raise ValueError("expected a mapping of key: value (e.g. {team: nlp, cost-center: cc-42})")
+    text = {True: "true", False: "false", None: ""}
+    return {str(k): text[v] if v in text else str(v) for k, v in value.items()}
+
+
 def _env(value: Any) -> Any:
     if not isinstance(value, dict) or not all(re.match(ENV_NAME_RE, str(k)) for k in value):
         raise ValueError("expected a mapping of NAME: value (e.g. {LOG_LEVEL: debug})")
@@ -86,6 +96,7 @@ class Scheduling(Model):
     max_wait: schema.Seconds = None  # FLEX_START only
     spot: StrictBool = False  # the old spelling of strategy: SPOT
     restart_job_on_worker_restart: StrictBool = False
+    disable_retries: StrictBool = False  # fail at once: no restarts, no retries on internal errors
 
     def settle(self):
         return {} if self.strategy else {"strategy": "SPOT" if self.spot else "STANDARD"}
@@ -98,6 +109,12 @@ class Scheduling(Model):
             yield (
                 "max_wait",
                 "only strategy FLEX_START waits for capacity (e.g. strategy: FLEX_START)",
+            )
+        if self.disable_retries and self.restart_job_on_worker_restart:
+            yield (
+                "disable_retries",
+                "turns restart_job_on_worker_restart off on Vertex: set one of them "
+                "(e.g. restart_job_on_worker_restart: false)",
             )
 
 
@@ -115,7 +132,7 @@ class ReductionServer(Model):
 
 
 class JobConfig(Model):
-    display_name: str = example("my-trainer")
+    display_name: str = example("my-trainer", min_length=1)
     worker_pools: Annotated[tuple[WorkerPool, ...], BeforeValidator(_pools)] = example(
         "[{machine_type: n1-standard-8}]"
     )
@@ -124,10 +141,32 @@ class JobConfig(Model):
     scheduling: Scheduling = Field(default_factory=Scheduling)
     reduction_server: ReductionServer | None = None
     service_account: str = pattern(r"^[^@\s]+@[^@\s]+$", "an e-mail", SERVICE_ACCOUNT, "")
-    network: str = ""
+    network: str = pattern(NETWORK_RE, NETWORK, names.NETWORK_EXAMPLE, "")
     tensorboard: str = pattern(TENSORBOARD_RE, TENSORBOARD, TENSORBOARD_EG, "")
     experiment: str = pattern(EXPERIMENT_RE, EXPERIMENT, "my-trainer-runs", "")
     enable_web_access: StrictBool = False
+    # Cost and capacity: labels on the jobs, a persistent resource, reserved capacity.
+    labels: Annotated[dict[str, str], BeforeValidator(_labels)] = Field(default_factory=dict)
+    persistent_resource_id: str = pattern(
+        names.PERSISTENT_RESOURCE_RE, names.PERSISTENT_RESOURCE, "my-h100-cluster", ""
+    )
+    reservation: str = pattern(
+        names.RESERVATION_RE, names.RESERVATION, names.RESERVATION_EXAMPLE, ""
+    )
+
+    @property
+    def reservation_affinity(self) -> dict[str, Any] | None:
+        """``job.reservation`` as aiplatform_v1's ReservationAffinity (snake_case), or None."""
+        if not self.reservation:
+            return None
+        if self.reservation in ("any", "none"):
+            kind = "ANY_RESERVATION" if self.reservation == "any" else "NO_RESERVATION"
+            return {"reservation_affinity_type": kind}
+        return {
+            "reservation_affinity_type": "SPECIFIC_RESERVATION",
+            "key": RESERVATION_KEY,
+            "values": [self.reservation],
+        }
 
     @property
     def all_pools(self) -> tuple[WorkerPool, ...]:
@@ -167,6 +206,25 @@ class JobConfig(Model):
             yield "tensorboard", "set either tensorboard or experiment, not both"
         if self.tensorboard and not self.service_account:
             yield "service_account", "a TensorBoard instance needs a service account"
+        if self.experiment and not self.service_account:
+            yield (
+                "service_account",
+                f"Vertex AI Experiments need a service account (e.g. {SERVICE_ACCOUNT})",
+            )
+        yield from names.label_problems(self.labels)
+        if self.reservation not in ("", "none"):
+            if self.scheduling.strategy == "FLEX_START":
+                yield (
+                    "reservation",
+                    "FLEX_START queues for capacity instead of consuming a reservation: "
+                    "use strategy STANDARD or drop the reservation",
+                )
+            if self.persistent_resource_id:
+                yield (
+                    "reservation",
+                    "a job on a persistent resource runs on that resource's machines: "
+                    "drop the reservation or persistent_resource_id",
+                )
 
     def _flex_start_problems(self):
         """Dynamic Workload Scheduler's requirements (Vertex docs: schedule-jobs-dws)."""
@@ -175,6 +233,14 @@ class JobConfig(Model):
         pools = [p for p in self.all_pools if not p.empty]
         if pools and not pools[0].accelerator_count:
             yield "scheduling.strategy", "FLEX_START queues for GPUs (L4, A100, H100, H200, B200)"
+        for index, pool in enumerate(self.worker_pools):
+            offered = pool.accelerator_type in names.FLEX_START_ACCELERATORS
+            if pool.accelerator_count and not offered:
+                yield (
+                    f"worker_pools[{index}].accelerator_type",
+                    f"FLEX_START offers L4, A100, H100, H200 and B200 GPUs, not "
+                    f"{pool.accelerator_type} (e.g. NVIDIA_L4)",
+                )
         shapes = {(p.machine_type, p.accelerator_type, p.accelerator_count) for p in pools}
         if len(shapes) > 1:
             yield (

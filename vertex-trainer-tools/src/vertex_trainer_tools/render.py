@@ -42,11 +42,13 @@ def worker_pool_specs(
     """``job.worker_pools`` as the SDK's snake_case dicts; an empty pool stays ``{}``.
 
     ``job.reduction_server`` becomes pool 2 (Google's image, no trainer args), after empty
-    pools where needed.
+    pools where needed. ``job.reservation`` goes into the machine spec of every pool but the
+    Reduction Server's, whose CPU machines are not those of a GPU reservation.
     """
     env = [{"name": name, "value": value} for name, value in cfg.job.env.items()]
+    affinity = cfg.job.reservation_affinity
     specs: list[dict[str, Any]] = []
-    for pool in cfg.job.all_pools:
+    for index, pool in enumerate(cfg.job.all_pools):
         if pool.empty:
             specs.append({})
             continue
@@ -54,6 +56,8 @@ def worker_pool_specs(
         if pool.accelerator_count:
             machine["accelerator_type"] = pool.accelerator_type
             machine["accelerator_count"] = pool.accelerator_count
+        if affinity and not (index == 2 and cfg.job.reduction_server is not None):
+            machine["reservation_affinity"] = dict(affinity)
         spec: dict[str, Any] = {
             "machine_spec": machine,
             "replica_count": pool.replica_count,
@@ -89,6 +93,7 @@ def run_options(cfg: config_lib.Config, hpt: bool) -> dict[str, Any]:
         "network": job.network or None,
         "timeout": job.scheduling.timeout_seconds,
         "restart_job_on_worker_restart": job.scheduling.restart_job_on_worker_restart,
+        "disable_retries": job.scheduling.disable_retries,
         "enable_web_access": job.enable_web_access,
         "tensorboard": job.tensorboard or None,
         "scheduling_strategy": (
@@ -117,12 +122,14 @@ def apply_run_options(spec: Any, options: dict[str, Any], cfg: config_lib.Config
     if (
         options["timeout"]
         or options["restart_job_on_worker_restart"]
+        or options["disable_retries"]
         or options["scheduling_strategy"]
         or max_wait is not None  # 0 is a valid value: wait as long as it takes
     ):
         spec.scheduling = custom_job_types.Scheduling(
             timeout=duration_pb2.Duration(seconds=options["timeout"]),
             restart_job_on_worker_restart=options["restart_job_on_worker_restart"],
+            disable_retries=options["disable_retries"],
             strategy=options["scheduling_strategy"],
             max_wait_duration=None if max_wait is None else duration_pb2.Duration(seconds=max_wait),
         )
@@ -151,6 +158,8 @@ def build_custom_job(
         worker_pool_specs=worker_pool_specs(cfg, image_uri, args, package_uri),
         base_output_dir=f"{cfg.base_output_dir}/{display_name}",
         staging_bucket=cfg.staging_bucket,
+        labels=dict(cfg.job.labels) or None,
+        persistent_resource_id=cfg.job.persistent_resource_id or None,
     )
 
 
@@ -180,6 +189,7 @@ def build_hpt_job(cfg: config_lib.Config, display_name: str, custom_job):
         max_failed_trial_count=study.max_failed_trial_count,
         search_algorithm=None if study.algorithm == "bayesian" else study.algorithm,
         measurement_selection=study.measurement_selection,
+        labels=dict(cfg.job.labels) or None,
     )
 
 
@@ -211,6 +221,9 @@ def write_gcloud_config(cfg, request: dict[str, Any], hpt: bool, display_name: s
             f"--display-name={display_name}",
             f"--config={path}",
         ]
+    if cfg.job.labels:  # a CustomJob's labels are not part of the spec in --config
+        labels = ",".join(f"{key}={value}" for key, value in cfg.job.labels.items())
+        command.insert(-1, f"--labels={labels}")
     header = (
         f"# Generated from {cfg.path} by `make gcloud-config`; edit {cfg.path}, not this file.\n"
     )

@@ -234,8 +234,10 @@ Int = typing.Annotated[int, BeforeValidator(_whole)]  # an integer, or a float s
 
 
 def pattern(regex: str, what: str, example: str, default: Any = ...) -> Any:
-    """A text field that is empty or matches ``regex`` (``what`` it describes, for messages)."""
-    return Field(default, pattern=f"^$|{regex}", description=what, examples=[example])
+    """A text field that matches ``regex`` (``what`` it describes, for messages); it may be
+    empty only where empty is its default, the value that means "not set"."""
+    regex = f"^$|{regex}" if default == "" else regex
+    return Field(default, pattern=regex, description=what, examples=[example])
 
 
 def example(value: Any, default: Any = ..., **rules: Any) -> Any:
@@ -279,6 +281,7 @@ _WORDS = {  # pydantic's error types (by their start) in this file's words
     "float_": "expected a number, got {value!r}{eg}",
     "bool_": "expected true or false, got {value!r}",
     "string_type": "expected text, got {kind}{eg}",
+    "string_too_short": "must not be empty{eg}",
     "string_pattern": "{value!r} is not {what}{eg}",
     "greater_than_equal": "expected a number >= {ge}, got {value!r}{eg}",
     "model_": "expected a mapping, got {kind}",
@@ -306,6 +309,8 @@ def _why(error: dict, field: Any, model: type[BaseModel] | None) -> str:
         return error["msg"]
     eg = f" (e.g. {field.examples[0]})" if field is not None and field.examples else ""
     what = field is not None and field.description or "valid"
+    if kind.startswith("string_pattern") and isinstance(value, str) and not value.strip():
+        return "must not be empty" + eg
     return words.format(value=value, kind=_kind(value), eg=eg, what=what, ge=ctx.get("ge"))
 
 

@@ -121,7 +121,7 @@ def _keyed(value: Any) -> Any:
 
 
 class HptConfig(Model):
-    display_name: str = Field(examples=["my-trainer-hpt"])
+    display_name: str = Field(examples=["my-trainer-hpt"], min_length=1)
     metric: Metric = Field(examples=["{id: accuracy, goal: maximize}"])
     parameters: Annotated[tuple[Parameter, ...], BeforeValidator(_keyed)] = Field(
         examples=[PARAMETERS_EG]

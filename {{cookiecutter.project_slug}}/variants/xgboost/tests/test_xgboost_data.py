@@ -34,7 +34,11 @@ def _bad_inputs(tmp_path) -> dict:
     header_only.write_text("a,city,y\n")
     free_text = good.assign(note=[f"customer said thing number {i}" for i in range(len(good))])
     free_text.to_csv(tmp_path / "free_text.csv", index=False)
+    good.assign(a=[np.inf, *good.a[1:]]).to_csv(tmp_path / "inf.csv", index=False)
+    (tmp_path / "twice.csv").write_text("a,a,y\n1,2,0\n3,4,1\n")
     return {
+        "inf feature": (tmp_path / "inf.csv", "feature column 'a' has the infinite value inf"),
+        "repeated": (tmp_path / "twice.csv", "column 'a' appears twice in the header"),
         "missing label": (tmp_path / "no_label.csv", "label column 'y' not found"),
         "empty file": (tmp_path / "empty.csv", "empty.csv: the file is empty"),
         "no rows": (header_only, "header_only.csv: no rows"),
@@ -42,7 +46,9 @@ def _bad_inputs(tmp_path) -> dict:
     }
 
 
-@pytest.mark.parametrize("case", ["missing label", "empty file", "no rows", "free text"])
+@pytest.mark.parametrize(
+    "case", ["missing label", "empty file", "no rows", "free text", "inf feature", "repeated"]
+)
 def test_bad_data_fails_with_one_line_and_writes_nothing(tmp_path, case):
     path, expected = _bad_inputs(tmp_path)[case]
     model_dir = tmp_path / "model"

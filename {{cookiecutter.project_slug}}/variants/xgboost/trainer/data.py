@@ -122,12 +122,19 @@ def read_file(path: str) -> pd.DataFrame:
     try:
         if path.lower().endswith(PARQUET_SUFFIXES):
             return pd.read_parquet(path)
-        return pd.read_csv(path)
+        # pandas renames a repeated column (f1, f1 -> f1, f1.1): read the header as it is.
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
+        frame = pd.read_csv(path)
     except pd.errors.EmptyDataError:
         raise InputError(f"{shown}: the file is empty (no header, no rows)") from None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InputError(f"{shown}: cannot read it as {_format(path)}: {message}") from None
+    named = [name for name in header if isinstance(name, str)]  # an empty cell is NaN
+    repeated = next((name for name in named if named.count(name) > 1), None)
+    if repeated is not None:
+        raise InputError(f"{shown}: column {repeated!r} appears twice in the header")
+    return frame
 
 
 def _format(path: str) -> str:

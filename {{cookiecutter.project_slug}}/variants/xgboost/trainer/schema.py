@@ -48,8 +48,9 @@ def summarize(frame: pd.DataFrame, label_column: str, kind: str, source: str) ->
     if frame.empty:
         raise InputError(f"{source}: no rows")
     columns = [str(column) for column in frame.columns]
-    if len(set(columns)) != len(columns):
-        raise InputError(f"{source}: duplicate column names")
+    repeated = next((name for name in columns if columns.count(name) > 1), None)
+    if repeated is not None:
+        raise InputError(f"{source}: column {repeated!r} appears twice: name each column once")
     frame = frame.set_axis(columns, axis=1)
     if label_column not in frame.columns:
         shown = ", ".join(columns[:20]) + (", ..." if len(columns) > 20 else "")
@@ -183,6 +184,14 @@ def encode(frame: pd.DataFrame, schema: Schema, source: str) -> tuple[np.ndarray
     matrix = np.empty((len(frame), len(schema.feature_names)), dtype=np.float32)
     for index, column in enumerate(schema.feature_names):
         matrix[:, index] = _encode_column(frame[column], column, schema, source)
+    infinite = np.isinf(matrix)  # inf in the data, or beyond float32's range
+    if infinite.any():
+        row, index = np.argwhere(infinite)[0]
+        column = schema.feature_names[index]
+        raise InputError(
+            f"{source}: feature column {column!r} has the infinite value "
+            f"{_plain(frame[column].iloc[row])!r}: use finite numbers (an empty cell is missing)"
+        )
     return matrix, _encode_labels(frame[schema.label_column], schema, source)
 
 
@@ -220,7 +229,11 @@ def _encode_labels(labels: pd.Series, schema: Schema, source: str) -> np.ndarray
         if numbers.isna().any():
             bad = labels[numbers.isna()].iloc[0]
             raise InputError(f"{source}: label column {column!r} has non-numeric value {bad!r}")
-        return numbers.to_numpy(dtype=np.float32)
+        values = numbers.to_numpy(dtype=np.float32)
+        if np.isinf(values).any():
+            bad = _plain(labels[np.isinf(values)].iloc[0])
+            raise InputError(f"{source}: label column {column!r} has the infinite value {bad!r}")
+        return values
     index = {_key(value): code for code, value in enumerate(schema.classes)}
     codes = np.empty(len(labels), dtype=np.float32)
     for row, value in enumerate(labels.tolist()):
@@ -234,10 +247,14 @@ def _encode_labels(labels: pd.Series, schema: Schema, source: str) -> np.ndarray
     return codes
 
 
+def _plain(value):
+    """A numpy scalar as the Python value (shown as ``inf``, not ``np.float64(inf)``)."""
+    return value.item() if hasattr(value, "item") else value
+
+
 def _key(value) -> str:
     """Match labels across files: 1, 1.0 and "1" are the same class."""
-    if hasattr(value, "item"):
-        value = value.item()
+    value = _plain(value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return str(value)
