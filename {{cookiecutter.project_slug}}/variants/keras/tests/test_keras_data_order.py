@@ -116,6 +116,7 @@ _save = resume.TrainingState.save
 def _save_then_stop(self, epochs_done, steps_into_epoch=0):
     _save(self, epochs_done, steps_into_epoch)
     if self.step == int(os.environ["STOP_AFTER_STEP"]):
+        self.publisher.wait()  # published in the background: complete before the end
         os._exit(137)
 
 

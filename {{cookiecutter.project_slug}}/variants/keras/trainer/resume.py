@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras as keras
 
-from trainer import checkpoints, cli
+from trainer import checkpoints, cli, publisher
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class TrainingState:
         self.root = root
         self.consensus = consensus
         self.keep = keep
+        self.publisher = publisher.Publisher(root, keep=keep)
         self._checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
 
     @property
@@ -76,7 +77,8 @@ class TrainingState:
         return int(self.model.optimizer.iterations.numpy())
 
     def save(self, epochs_done: int, steps_into_epoch: int = 0) -> None:
-        """Write locally, copy to the checkpoint dir, marker last; keep the newest ``keep``."""
+        """Write locally; the publisher copies it to the checkpoint dir in the background,
+        marker last, and keeps the newest ``keep``."""
         step = self.step
         metadata = {
             "epochs_done": epochs_done,
@@ -86,10 +88,14 @@ class TrainingState:
         local = tempfile.mkdtemp(prefix="keras-checkpoint-")
         try:
             self._checkpoint.write(os.path.join(local, FILE_PREFIX))
-            checkpoints.publish(local, self.root, step, metadata)
-        finally:
+        except BaseException:
             shutil.rmtree(local, ignore_errors=True)
-        checkpoints.prune(self.root, keep=self.keep)
+            raise
+        self.publisher.submit(local, step, metadata)
+
+    def close(self) -> None:
+        """Wait until the last checkpoint is published (before the export and the exit)."""
+        self.publisher.close()
 
     def restore(self) -> Position:
         """Restore the newest complete checkpoint all tasks have; return where it was taken."""

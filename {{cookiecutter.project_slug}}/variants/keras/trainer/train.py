@@ -245,6 +245,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         # its last measurement), and this attempt may run on a fresh VM: evaluate once more.
         logger.info("All %d epochs are done: evaluating and exporting only", args.epochs)
         evaluation.on_epoch_end(args.epochs - 1)
+    state.close()
     _export(classifier, train_source.class_names, image_size, ctx.model_dir.uri, cluster)
     return 0
 

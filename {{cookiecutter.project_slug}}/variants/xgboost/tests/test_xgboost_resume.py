@@ -174,9 +174,10 @@ def _train_in_process(argv: list[str], monkeypatch, crash_at: int | None = None)
 
     publish = resume.save_checkpoint
 
-    def save_then_crash(booster, root, keep=2):
-        publish(booster, root, keep)
+    def save_then_crash(booster, publishing):
+        publish(booster, publishing)
         if booster.num_boosted_rounds() == crash_at:
+            publishing.wait()  # complete, as a preemption right after it would find it
             raise Crash(crash_at)
 
     monkeypatch.setattr(resume, "save_checkpoint", save_then_crash)

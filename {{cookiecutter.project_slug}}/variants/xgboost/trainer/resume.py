@@ -23,7 +23,7 @@ import numpy as np
 import xgboost as xgb
 from xgboost.callback import EarlyStopping, TrainingCallback
 
-from trainer import checkpoints, runtime
+from trainer import checkpoints, publisher, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -97,15 +97,14 @@ def latest_booster(root: str, validate=None) -> xgb.Booster | None:
     return booster
 
 
-def save_checkpoint(booster: xgb.Booster, root: str, keep: int = 2) -> None:
-    """Publish the booster as ``<root>/checkpoint-<rounds>`` (complete marker last), prune."""
+def save_checkpoint(booster: xgb.Booster, publishing: publisher.Publisher) -> None:
+    """Write the booster locally; ``publishing`` copies it to ``checkpoint-<rounds>`` in the
+    background (complete marker last) and prunes."""
     rounds = booster.num_boosted_rounds()
-    with tempfile.TemporaryDirectory(prefix="xgb-checkpoint-") as local:
-        with open(os.path.join(local, CHECKPOINT_FILE), "wb") as handle:
-            handle.write(booster.save_raw(raw_format="ubj"))
-        os.makedirs(root, exist_ok=True)
-        checkpoints.publish(local, root, rounds, {"rounds": rounds, "xgboost": xgb.__version__})
-    checkpoints.prune(root, keep=keep)
+    local = tempfile.mkdtemp(prefix="xgb-checkpoint-")
+    with open(os.path.join(local, CHECKPOINT_FILE), "wb") as handle:
+        handle.write(booster.save_raw(raw_format="ubj"))
+    publishing.submit(local, rounds, {"rounds": rounds, "xgboost": xgb.__version__})
 
 
 class Checkpointer(TrainingCallback):
@@ -118,11 +117,12 @@ class Checkpointer(TrainingCallback):
         self.interval = checkpoints.Interval(minutes)
         self.enabled = enabled
         self.saved_at = -1
+        self.publisher = publisher.Publisher(root)
 
     def save(self, booster: xgb.Booster) -> None:
         rounds = booster.num_boosted_rounds()
         if self.enabled and rounds != self.saved_at:
-            save_checkpoint(booster, self.root)
+            save_checkpoint(booster, self.publisher)
             self.saved_at = rounds
             self.interval.reset()
 
@@ -134,6 +134,8 @@ class Checkpointer(TrainingCallback):
 
     def after_training(self, model):
         self.save(model)
+        if self.enabled:
+            self.publisher.close()  # the final checkpoint is complete before the export
         return model
 
 
