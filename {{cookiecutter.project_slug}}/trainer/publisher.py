@@ -66,9 +66,14 @@ class Publisher:
             raise PublishError(str(failure)) from failure
 
     def close(self) -> None:
-        """``wait``, then say how long training waited for publishing in all."""
+        """``wait`` for the last checkpoint, then say how long training waited for publishing."""
+        during = self.waited_seconds
         self.wait()
-        logger.info("Training waited %.1f s in all for checkpoints to publish", self.waited_seconds)
+        logger.info(
+            "Training waited %.1f s for checkpoints to publish, then %.1f s for the last one",
+            during,
+            self.waited_seconds - during,
+        )
 
     def _join(self) -> None:
         if self._thread is None:
