@@ -14,6 +14,7 @@ from google.cloud import aiplatform_v1
 from fake_vertex import FakeGoogleCloud
 from submit_helpers import (
     RAW,
+    can_use_reduction_server,
     cloud_values,
     parse_strict,
     project_copy,
@@ -197,6 +198,7 @@ def assert_cost_levers(spec, lever: str) -> None:
 @pytest.mark.parametrize("lever", ["flex_start", "reduction_server"])
 def test_cost_levers_in_every_rendering(project, cloud, lever):
     write_config(project, cost_levers(RAW, lever))
+    can_use_reduction_server(project)
     code, out, err = cloud("--dry-run")
     assert code == 0, err
     assert_cost_levers(parse_strict(aiplatform_v1.CustomJob, json.loads(out)).job_spec, lever)
@@ -215,6 +217,7 @@ def test_cost_levers_in_every_rendering(project, cloud, lever):
 @pytest.mark.parametrize("lever", ["flex_start", "reduction_server"])
 def test_cost_levers_reach_vertex(project, cloud, lever):
     write_config(project, cost_levers(RAW, lever))
+    can_use_reduction_server(project)
     strategy = "FLEX_START" if lever == "flex_start" else "SPOT"
     for argv, kind in (((), "customJobs"), (("--hpt",), "hyperparameterTuningJobs")):
         with FakeGoogleCloud() as server:
