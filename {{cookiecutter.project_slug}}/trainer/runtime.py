@@ -291,7 +291,8 @@ def cluster_from_env(environ: Mapping[str, str] | None = None) -> Cluster:
 
 def training_tf_config(config: Mapping) -> dict:
     """``TF_CONFIG`` for MultiWorkerMirroredStrategy: Vertex's, less the reducers' ``ps`` entry
-    (pool 2 is ``ps`` to Vertex): they are no TensorFlow servers; NCCL reaches them itself."""
+    (pool 2 is ``ps`` to Vertex). TensorFlow would wait forever on ``ps`` 0 as its coordination
+    leader; reducers are no TensorFlow servers (NCCL reaches them through Google's plugin)."""
     cluster = dict(config.get("cluster") or {})
     cluster.pop(POOL_TO_TF_TASK[REDUCTION_SERVER_POOL], None)
     return {**config, "cluster": cluster}

@@ -52,16 +52,18 @@ def make_strategy(cluster: runtime.Cluster) -> tf.distribute.Strategy:
             )
         if not cluster.reducers:
             return tf.distribute.MultiWorkerMirroredStrategy()
-        # Reduction Server: Vertex lists it as "ps", which TensorFlow must not see, and only
-        # NCCL's all-reduce reaches it (Google's plugin); TensorFlow's AUTO picks its own ring.
-        # On CPUs TensorFlow warns and uses the ring anyway.
-        logger.info("Reduction Server: %d replica(s), NCCL all-reduce", len(cluster.reducers))
+        # Reduction Server: Vertex lists it as "ps", which TensorFlow must not see (it would
+        # wait on it as its coordination leader), and only NCCL's all-reduce reaches it (Google's
+        # plugin), while TensorFlow's AUTO picks its own ring. No GPUs, no NCCL: the reducers idle.
         os.environ["TF_CONFIG"] = json.dumps(runtime.training_tf_config(cluster.tf_config))
-        nccl = tf.distribute.experimental.CommunicationImplementation.NCCL
+        gpus = bool(tf.config.list_physical_devices("GPU"))
+        how = "NCCL all-reduce" if gpus else "no GPUs, so no NCCL: they idle"
+        logger.info("Reduction Server: %d replica(s), %s", len(cluster.reducers), how)
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.NCCL
+        )
         return tf.distribute.MultiWorkerMirroredStrategy(
-            communication_options=tf.distribute.experimental.CommunicationOptions(
-                implementation=nccl
-            )
+            communication_options=options if gpus else None
         )
     if len(tf.config.list_physical_devices("GPU")) > 1:
         return tf.distribute.MirroredStrategy()
