@@ -25,8 +25,9 @@ from vertex_trainer_tools import contract, guard
 POLL_SECONDS = 0.1
 # What a replica of another image runs here (Google's Reduction Server image cannot run on this
 # machine): it holds its place in the job, as CLUSTER_SPEC shows it, until it is stopped.
+# os._exit: a second SIGTERM (the group's, then the process's own) must not catch it exiting.
 IDLE_PROGRAM = (
-    "import signal, sys; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
+    "import os, signal; signal.signal(signal.SIGTERM, lambda *_: os._exit(0)); "
     "print('idle: this replica runs another image on Vertex', flush=True); signal.pause()"
 )
 # How long a SIGKILLed replica may take to be gone: the wait ends as soon as it is, but a
