@@ -206,3 +206,32 @@ class TestTfConfig:
         assert runtime.cluster_from_env({"TF_CONFIG": json.dumps(evaluator)}).pool == "workerpool3"
         master = {"cluster": {"master": ["m:2222"]}, "task": {"type": "master", "index": 0}}
         assert runtime.cluster_from_env({"TF_CONFIG": json.dumps(master)}).is_chief
+
+    def test_reducers_are_pool_2_and_left_out_of_tensorflows_cluster(self):
+        # A job with job.reduction_server: Vertex lists pool 2 as "ps" in TF_CONFIG.
+        environ = {
+            "CLUSTER_SPEC": cluster_spec("workerpool1", 0),
+            "TF_CONFIG": json.dumps(self.TF_CONFIG),
+        }
+        cluster = runtime.cluster_from_env(environ)
+        assert cluster.reducers == HOSTS["workerpool2"]
+        assert cluster.num_nodes == 3 and cluster.node_rank == 1  # the reducers are no rank
+        config = runtime.training_tf_config(cluster.tf_config)
+        assert config["cluster"] == {
+            "chief": self.TF_CONFIG["cluster"]["chief"],
+            "worker": self.TF_CONFIG["cluster"]["worker"],
+        }
+        # The task, trial, job and unknown keys stay as Vertex set them; the input is unchanged.
+        assert {k: v for k, v in config.items() if k != "cluster"} == {
+            k: v for k, v in self.TF_CONFIG.items() if k != "cluster"
+        }
+        assert "ps" in cluster.tf_config["cluster"]
+
+    def test_no_reducers_leaves_tf_config_as_it_is(self):
+        pools = {name: hosts for name, hosts in HOSTS.items() if name != "workerpool2"}
+        cluster = runtime.cluster_from_env(
+            {"CLUSTER_SPEC": cluster_spec("workerpool0", 0, pools=pools)}
+        )
+        assert cluster.reducers == []
+        config = {"cluster": {"chief": ["c:1"], "worker": ["w:1"]}, "task": {"type": "chief"}}
+        assert runtime.training_tf_config(config) == config

@@ -54,6 +54,13 @@ def project_copy(tmp_path) -> Path:
     return copy_dir
 
 
+def can_use_reduction_server(project: Path) -> None:
+    """Declare the project's trainer (XGBoost's, which cannot) one that can use a Reduction
+    Server, as the Keras and PyTorch trainers are: ``NO_REDUCTION_SERVER = None``."""
+    flags = project / "trainer" / "flags.py"
+    flags.write_text(flags.read_text() + "\nNO_REDUCTION_SERVER = None\n")
+
+
 def write_config(project: Path, data: dict) -> None:
     (project / "vertex.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 

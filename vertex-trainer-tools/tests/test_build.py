@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from conftest import PROJECT
+from vertex_trainer_tools import testing
 
 RAW = yaml.safe_load((PROJECT / "vertex.yaml").read_text())
 COPY_IGNORE = shutil.ignore_patterns(
@@ -323,3 +324,18 @@ def test_tag_is_a_timestamp_when_the_project_is_inside_another_repository(tmp_pa
     assert not any(sha in tag for tag in tags)
     assert any(re.fullmatch(r"build-\d{8}-\d{6}", tag) for tag in tags), tags
     assert run.stderr.count("is not the top of its git repository") == 1
+
+
+@pytest.mark.parametrize("how", [(), ("CLOUD_BUILD=1",)])
+def test_a_reduction_server_builds_with_googles_nccl_plugin(fakes, how):
+    # job.reduction_server in vertex.yaml -> --build-arg REDUCTION_SERVER=1 (the Dockerfile
+    # then installs google-reduction-server), in a docker build and in cloudbuild.yaml alike.
+    config = fakes.project / "vertex.yaml"
+    testing.with_reduction_server(config, config)
+    run = fakes.make("build", *how)
+    assert run.returncode == 0, run.stderr
+    (call,) = fakes.calls()
+    if how:
+        (step,) = yaml.safe_load((fakes.project / "build/cloudbuild.yaml").read_text())["steps"]
+        call = step["args"]
+    assert "--build-arg=REDUCTION_SERVER=1" in call

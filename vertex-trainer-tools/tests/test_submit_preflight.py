@@ -15,6 +15,7 @@ from google.cloud import aiplatform_v1
 from fake_vertex import FakeGoogleCloud
 from submit_helpers import (
     RAW,
+    can_use_reduction_server,
     cloud_values,
     parse_strict,
     project_copy,
@@ -247,6 +248,7 @@ def test_cost_levers_in_every_rendering(project, cloud, lever):
     data = cost_levers(RAW, lever)
     labels = data["job"].get("labels", {})
     write_config(project, data)
+    can_use_reduction_server(project)
     code, out, err = cloud("--dry-run")
     assert code == 0, err
     job = parse_strict(aiplatform_v1.CustomJob, json.loads(out))
@@ -274,6 +276,7 @@ def test_cost_levers_in_every_rendering(project, cloud, lever):
 def test_cost_levers_reach_vertex(project, cloud, lever):
     data = cost_levers(RAW, lever)
     write_config(project, data)
+    can_use_reduction_server(project)
     strategy = data["job"]["scheduling"]["strategy"]
     for argv, kind in (((), "customJobs"), (("--hpt",), "hyperparameterTuningJobs")):
         with FakeGoogleCloud() as server:

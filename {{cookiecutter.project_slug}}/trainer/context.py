@@ -2,7 +2,8 @@
 
 Every variant provides the same names: ``trainer/flags.py`` (framework-free) its ``DESCRIPTION``
 (the ``--help`` text), ``add_arguments(parser)`` (its own flags, next to the shared ones of
-``trainer.cli``) and ``parser()``; ``trainer/train.py`` its loop:
+``trainer.cli``), ``parser()`` and ``NO_REDUCTION_SERVER`` (why the trainer cannot use
+``job.reduction_server``, or None); ``trainer/train.py`` its loop:
 
 - ``run(args, ctx) -> int``: train, report the tuning metric, export; ``ctx`` is a
   :class:`RunContext`.

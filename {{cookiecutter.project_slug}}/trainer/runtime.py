@@ -35,6 +35,9 @@ POOLS = tuple(POOL_TO_TF_TASK)
 # Pools whose replicas train together (pool 2: parameter servers or a Reduction Server, pool 3:
 # evaluators, are not members of a data-parallel group).
 TRAINING_POOLS = ("workerpool0", "workerpool1")
+# Where a job puts Google's Reduction Server (vertex.yaml's job.reduction_server). Vertex lists
+# pool 2 in TF_CONFIG as "ps", whatever runs there.
+REDUCTION_SERVER_POOL = "workerpool2"
 # Subfolders of the base output directory (and of its <trial>/ level), as AIP_* name them.
 MODEL_SUBDIR, CHECKPOINT_SUBDIR, TENSORBOARD_SUBDIR = "model", "checkpoints", "logs"
 
@@ -183,6 +186,12 @@ class Cluster:
         return [host for pool in TRAINING_POOLS for host in self.pools.get(pool, [])]
 
     @property
+    def reducers(self) -> list[str]:
+        """Pool 2: Google's Reduction Server, as neither MultiWorkerMirroredStrategy nor DDP has
+        parameter servers. It runs Google's image and serves NCCL through Google's plugin."""
+        return list(self.pools.get(REDUCTION_SERVER_POOL, []))
+
+    @property
     def num_nodes(self) -> int:
         return max(1, len(self.training_hosts))
 
@@ -278,3 +287,12 @@ def cluster_from_env(environ: Mapping[str, str] | None = None) -> Cluster:
     if tf_config:
         return _from_tf_config(tf_config)
     return Cluster()
+
+
+def training_tf_config(config: Mapping) -> dict:
+    """``TF_CONFIG`` for MultiWorkerMirroredStrategy: Vertex's, less the reducers' ``ps`` entry
+    (pool 2 is ``ps`` to Vertex). TensorFlow would wait forever on ``ps`` 0 as its coordination
+    leader; reducers are no TensorFlow servers (NCCL reaches them through Google's plugin)."""
+    cluster = dict(config.get("cluster") or {})
+    cluster.pop(POOL_TO_TF_TASK[REDUCTION_SERVER_POOL], None)
+    return {**config, "cluster": cluster}

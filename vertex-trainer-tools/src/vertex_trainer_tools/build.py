@@ -11,7 +11,9 @@ changes) when the project folder is the top of its own git repository, else a UT
 plus ``latest`` and the config's ``image.tag``. Without a ``docker`` executable (Workbench,
 Colab), or with ``--cloud-build``, ``gcloud builds submit`` builds and pushes the same tags from a
 generated ``build/cloudbuild.yaml``. ``--base-image`` (or ``image.base_image``) overrides the
-Dockerfile's pinned ``ARG BASE_IMAGE`` (``make base-image`` makes one offline). Every command is
+Dockerfile's pinned ``ARG BASE_IMAGE`` (``make base-image`` makes one offline). A job with a
+Reduction Server (``job.reduction_server``) builds with ``--build-arg REDUCTION_SERVER=1``: the
+Dockerfile then installs Google's NCCL plugin. Every command is
 printed before it runs; ``--dry-run`` only prints. The executables can be swapped with the
 ``DOCKER`` and ``GCLOUD`` environment variables.
 """
@@ -79,8 +81,11 @@ def image_tags(cfg: config_lib.Config, tag: str) -> list[str]:
     return [cfg.image_uri_with_tag(t) for t in tags]
 
 
-def build_args(base_image: str) -> list[str]:
-    return [f"--build-arg=BASE_IMAGE={base_image}"] if base_image else []
+def build_args(base_image: str, reduction_server: bool = False) -> list[str]:
+    """``--build-arg``s from vertex.yaml: the FROM image, and ``REDUCTION_SERVER=1`` when the job
+    has a Reduction Server, for which the Dockerfile installs Google's NCCL plugin."""
+    args = [f"--build-arg=BASE_IMAGE={base_image}"] if base_image else []
+    return args + (["--build-arg=REDUCTION_SERVER=1"] if reduction_server else [])
 
 
 def _probe(command: list[str]) -> subprocess.CompletedProcess:
@@ -121,11 +126,14 @@ def builder(docker: str) -> list[str]:
     return [docker, "build"]
 
 
-def docker_build(command: list[str], uris: list[str], base_image: str) -> list[str]:
-    return [*command, *build_args(base_image), *[f"--tag={uri}" for uri in uris], "."]
+def docker_build(
+    command: list[str], uris: list[str], base_image: str, reduction_server: bool = False
+) -> list[str]:
+    args = build_args(base_image, reduction_server)
+    return [*command, *args, *[f"--tag={uri}" for uri in uris], "."]
 
 
-def cloudbuild_config(uris: list[str], base_image: str) -> dict:
+def cloudbuild_config(uris: list[str], base_image: str, reduction_server: bool = False) -> dict:
     """One docker build step; ``images`` makes Cloud Build push every tag when it succeeds."""
     return {
         "steps": [
@@ -134,7 +142,7 @@ def cloudbuild_config(uris: list[str], base_image: str) -> dict:
                 "args": [
                     "build",
                     f"--platform={PLATFORM}",
-                    *build_args(base_image),
+                    *build_args(base_image, reduction_server),
                     *[f"--tag={uri}" for uri in uris],
                     ".",
                 ],
@@ -149,7 +157,8 @@ def cloudbuild_config(uris: list[str], base_image: str) -> dict:
 def write_cloudbuild(cfg: config_lib.Config, uris: list[str], base_image: str) -> Path:
     CLOUDBUILD_PATH.parent.mkdir(parents=True, exist_ok=True)
     header = f"# Generated from {cfg.path} by build.py; edit {cfg.path}, not this file.\n"
-    CLOUDBUILD_PATH.write_text(header + yaml.safe_dump(cloudbuild_config(uris, base_image)))
+    build = cloudbuild_config(uris, base_image, bool(cfg.job.reduction_server_key))
+    CLOUDBUILD_PATH.write_text(header + yaml.safe_dump(build))
     return CLOUDBUILD_PATH
 
 
@@ -189,6 +198,7 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools build") -> int
     docker = os.environ.get("DOCKER", "docker")
     gcloud = os.environ.get("GCLOUD", "gcloud")
     base_image = args.base_image or cfg.image.base_image
+    reduction = bool(cfg.job.reduction_server_key)  # the image needs Google's NCCL plugin
     cloud = args.cloud_build
     if not cloud and shutil.which(docker) is None:
         print(f"{docker} not found: using Cloud Build (gcloud builds submit)", file=sys.stderr)
@@ -210,7 +220,8 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools build") -> int
             uris = image_tags(cfg, args.tag)
             if args.action != "push":
                 what = f"the image build ({shlex.join(command[:2])})"
-                execute(docker_build(command, uris, base_image), args.dry_run, what)
+                build = docker_build(command, uris, base_image, reduction)
+                execute(build, args.dry_run, what)
             if args.action != "build":
                 for uri in uris:
                     try:

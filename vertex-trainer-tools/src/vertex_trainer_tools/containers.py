@@ -59,6 +59,7 @@ class Replica:
     gpus: str = ""  # e.g. "all": --gpus for a replica with accelerators
     cpus: str = ""  # e.g. "0,1": --cpuset-cpus, the CPUs of the replica's own "VM"
     user: str = ""  # default: this machine's uid:gid, so written files stay the user's
+    entrypoint: str = ""  # instead of the image's ENTRYPOINT (``args`` are then its arguments)
 
 
 def docker_bin() -> str:
@@ -126,6 +127,8 @@ def run_command(replica: Replica, run_id: str, network: str) -> list[str]:
         command += ["--cpuset-cpus", replica.cpus]
     for name, value in replica.env.items():
         command += ["--env", f"{name}={value}"]
+    if replica.entrypoint:
+        command += ["--entrypoint", replica.entrypoint]
     return [*command, replica.image, *replica.args]
 
 

@@ -29,6 +29,7 @@ STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")  # aiplatform_v1 Scheduling.Stra
 DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
 # Google's Reduction Server image (also europe-docker.pkg.dev/..., asia-docker.pkg.dev/...).
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+REDUCTION_SERVER_REPOSITORY = "/vertex-ai-restricted/training/reductionserver"
 
 MACHINE = "a machine type"
 # ReservationAffinity of aiplatform_v1 (MachineSpec.reservation_affinity), from job.reservation.
@@ -175,6 +176,17 @@ class JobConfig(Model):
             return self.worker_pools
         pools = list(self.worker_pools[:2]) + [_empty_pool()] * (2 - len(self.worker_pools))
         return (*pools, self.reduction_server.as_pool(), *self.worker_pools[3:])
+
+    @property
+    def reduction_server_key(self) -> str:
+        """The key that asks for Google's Reduction Server: ``reduction_server``, or the
+        ``image_uri`` of a pool that runs its image; '' when the job has none."""
+        if self.reduction_server is not None:
+            return "reduction_server"
+        for number, pool in enumerate(self.worker_pools):
+            if REDUCTION_SERVER_REPOSITORY in pool.image_uri and not pool.empty:
+                return f"worker_pools[{number}].image_uri"
+        return ""
 
     def problems(self):
         pools = self.worker_pools

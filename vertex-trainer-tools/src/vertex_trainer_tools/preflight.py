@@ -4,8 +4,8 @@
   installed, else the copies in ``gcp_names.py``, which a test holds equal to it);
 - the trainer: every ``job.args`` flag and every ``hpt.parameters`` id must be a flag of
   ``python -m trainer.task``, since Vertex passes ``--<id>=<value>`` and the trainer ignores
-  flags it does not know (a typo would tune nothing), and ``hpt.metric`` must be the tag and
-  goal the trainer reports.
+  flags it does not know (a typo would tune nothing), ``hpt.metric`` must be the tag and
+  goal the trainer reports, and a Reduction Server needs a trainer that can use it.
 
 Nothing here imports the ML framework: the flags come from the project's ``trainer/flags.py``
 and the metric from ``trainer/metric.py``, framework-free modules of the variant, imported.
@@ -85,6 +85,24 @@ def trainer_parser(root: Path | None = None) -> argparse.ArgumentParser | None:
         return None
     with _trainer_package(root):
         return importlib.import_module("trainer.flags").parser()
+
+
+def no_reduction_server(root: Path | None = None) -> str | None:
+    """Why the trainer cannot use Google's Reduction Server (``NO_REDUCTION_SERVER`` of its
+    ``trainer/flags.py``); None when it can, or for a project without one."""
+    root = root or project_root()
+    if not (root / "trainer" / "flags.py").is_file():
+        return None
+    with _trainer_package(root):
+        return getattr(importlib.import_module("trainer.flags"), "NO_REDUCTION_SERVER", None)
+
+
+def reduction_server_problems(job, root: Path | None = None) -> list[tuple[str, str]]:
+    """``(key, why)`` when the job asks for a Reduction Server that its trainer cannot use: the
+    reducer VMs would be paid for and idle."""
+    key = job.reduction_server_key
+    why = no_reduction_server(root) if key else None
+    return [(f"job.{key}", f"this trainer cannot use Reduction Server: {why}")] if why else []
 
 
 def trainer_flags(root: Path | None = None) -> dict[str, bool]:
@@ -198,7 +216,7 @@ def vertex_problems(cfg) -> list[tuple[str, str]]:
 
 def problems(cfg, trainer_args: Sequence[str] | None = None, hpt: bool = True) -> list[str]:
     """Every pre-flight problem as one located line (``<file>:<line>: <key>: <why>``)."""
-    found = vertex_problems(cfg)
+    found = vertex_problems(cfg) + reduction_server_problems(cfg.job)
     args = list(cfg.job.args) if trainer_args is None else list(trainer_args)
     found += args_problems(args)
     if hpt and cfg.hpt is not None:

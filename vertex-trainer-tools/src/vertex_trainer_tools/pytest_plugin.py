@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from vertex_trainer_tools import base_image
-from vertex_trainer_tools.project import project_root
-from vertex_trainer_tools.testing import CHIEF, LocalJob, run_local_job
+from vertex_trainer_tools.project import CONFIG_FILE, project_root
+from vertex_trainer_tools.testing import CHIEF, LocalJob, run_local_job, with_reduction_server
 
 # Extra build arguments for a machine that needs them (space-separated NAME=VALUE, e.g.
 # PIP_FIND_LINKS=... for a folder of wheels): the image of a real `make build` has none.
@@ -95,6 +95,14 @@ def kill_and_resume(local_job):
         return job
 
     return run
+
+
+@pytest.fixture
+def reduction_server_config(vertex_project, tmp_path) -> Path:
+    """A copy of vertex.yaml with ``job.reduction_server`` (2 reducers) and a GPU worker pool,
+    for ``runner_args=[f"--config={path}"]``: every replica then sees the CLUSTER_SPEC and
+    TF_CONFIG of such a job, and the reducers idle (their image cannot run here)."""
+    return with_reduction_server(vertex_project / CONFIG_FILE, tmp_path / "vertex.yaml")
 
 
 @pytest.fixture

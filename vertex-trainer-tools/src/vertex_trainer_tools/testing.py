@@ -187,6 +187,21 @@ print(f"{name} done", flush=True)
 '''
 
 
+def with_reduction_server(config: Path, copy: Path, reducers: int = 2) -> Path:
+    """Write ``copy``: the vertex.yaml ``config`` with a Reduction Server of ``reducers``
+    replicas (pool 2) and one GPU worker in pool 1, which it needs. Returns ``copy``."""
+    import yaml  # the config reader's own dependency
+
+    data = yaml.safe_load(Path(config).read_text())
+    job = data["job"]
+    chief = job["worker_pools"][0]
+    workers = {**chief, "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}
+    job["worker_pools"] = [chief, {**workers, "replica_count": 1}]
+    job["reduction_server"] = {"replica_count": reducers, "machine_type": "n1-highcpu-16"}
+    Path(copy).write_text(yaml.safe_dump(data, sort_keys=False))
+    return Path(copy)
+
+
 def install_fake_trainer(tmp_path: Path, monkeypatch) -> Path:
     """Make ``FAKE_TRAINER`` importable as ``fake_trainer``; return the folder it records in."""
     (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)

@@ -186,12 +186,13 @@ def build(args: argparse.Namespace):
     from vertex_trainer_tools import config as config_module  # the same reader submit.py uses
 
     config = config_module.load(args.config)
-    pools = config.job.worker_pools
-    for number, pool in enumerate(pools):
-        if pool.image_uri and not pool.empty:
-            # e.g. a Reduction Server: another image, nothing of this project to run locally.
-            print(f"local_run | workerpool{number} runs {pool.image_uri}: not emulated locally")
-    sizes = [0 if pool.image_uri else pool.replica_count for pool in pools]
+    pools = config.job.all_pools  # job.reduction_server is pool 2
+    # Another image's pools (a Reduction Server) cannot run here: their replicas idle, so that
+    # CLUSTER_SPEC and TF_CONFIG show every replica, as on Vertex.
+    idle = [number for number, pool in enumerate(pools) if pool.image_uri and not pool.empty]
+    for number in idle:
+        print(f"local_run | workerpool{number} runs {pools[number].image_uri}: idle replicas here")
+    sizes = pool_sizes([pool.replica_count for pool in pools], args.replicas, keep=idle)
     trial_args: list[str] = []
     if args.hpt_trial is not None:
         if args.hpt_trial < 1:
@@ -209,12 +210,13 @@ def build(args: argparse.Namespace):
     else:
         output_dir = str(Path(args.jobs_root) / folders.job_folder_name(config.job.display_name))
     job = make_job(
-        pool_sizes(sizes, args.replicas),
+        sizes,
         output_dir,
         args=list(config.job.args) + list(args.trainer_args) + trial_args,
         trial=args.hpt_trial,
         job_id=args.job_id,
         job_args=config.job.args,
+        idle_pools=[f"workerpool{number}" for number in idle],
     )
     if args.kill_after is not None and args.kill_replica not in job.names:
         raise ValueError(
@@ -228,7 +230,9 @@ def print_env(job: Job, command: list[str], envs: dict[str, dict[str, str]] | No
     print("command: " + " ".join(command))
     for pool, index in job.replicas:
         name = replica_name(pool, index)
-        print(f"{name}:")
+        print(
+            f"{name}:" + (" (another image on Vertex: idle here)" if pool in job.idle_pools else "")
+        )
         env = envs[name] if envs is not None else replica_env(job, pool, index)
         for key, value in env.items():
             print(f"  {key}={value}")
@@ -318,13 +322,23 @@ def run(job: Job, config, args: argparse.Namespace, launcher) -> int:
         )
     else:
         envs = environments(job, config.job.env)
-    cpus = cpu_slices(len(job.replicas)) if args.split_cpus else [None] * len(job.replicas)
+    # The CPUs are shared out between the replicas that train; idle ones need none.
+    training = [(pool, index) for pool, index in job.replicas if pool not in job.idle_pools]
+    slices = cpu_slices(len(training)) if args.split_cpus else [None] * len(training)
+    cpus = dict(zip(training, slices, strict=True))
     replicas = [
-        Replica(pool, index, list(job.args), envs[replica_name(pool, index)], cpus=slice_)
-        for (pool, index), slice_ in zip(job.replicas, cpus, strict=True)
+        Replica(
+            pool,
+            index,
+            list(job.args),
+            envs[replica_name(pool, index)],
+            cpus=cpus.get((pool, index)),
+            idle=pool in job.idle_pools,
+        )
+        for pool, index in job.replicas
     ]
-    if any(cpus):
-        shares = (f"{r.name} {','.join(map(str, sorted(r.cpus)))}" for r in replicas)
+    if any(slices):
+        shares = (f"{r.name} {','.join(map(str, sorted(r.cpus)))}" for r in replicas if r.cpus)
         print(f"local_run | CPUs of each replica: {'; '.join(shares)}", flush=True)
 
     def renew() -> dict[str, dict[str, str]]:

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 from vertex_trainer_tools import containers, contract, guard
 from vertex_trainer_tools.local_run.job import Job, environments, metrics_file, replica_name
-from vertex_trainer_tools.local_run.launcher import KILL_WAIT_SECONDS
+from vertex_trainer_tools.local_run.launcher import IDLE_PROGRAM, KILL_WAIT_SECONDS
 
 PORT = 2222  # each replica's port in its own container, as on Vertex
 HOST_ONLY = ("CLOUD_ML_HP_METRIC_FILE", "TMPDIR")  # a replica's VM has its own /tmp
@@ -174,10 +174,17 @@ class ContainerLauncher:
     def replica(self, replica, env: Mapping[str, str], args: Sequence[str]) -> containers.Replica:
         cpus = getattr(replica, "cpus", None)
         metrics = metrics_file(self.job, replica.pool, replica.index)
+        env = {name: value for name, value in env.items() if name not in HOST_ONLY}
+        if getattr(replica, "idle", False):
+            # A replica of another image (a Reduction Server): an idle container of this image,
+            # so that its host name in CLUSTER_SPEC resolves on the job's network, as on Vertex.
+            return containers.Replica(
+                self.image, replica.name, env, ["-c", IDLE_PROGRAM], entrypoint="python"
+            )
         return containers.Replica(
             self.image,
             replica.name,
-            {name: value for name, value in env.items() if name not in HOST_ONLY},
+            env,
             list(args),
             gcs={self.container_dir[len(contract.FUSE_ROOT) :]: self.job.output_dir},
             hypertune_dir=os.path.dirname(metrics),

@@ -21,15 +21,23 @@ LOOPBACK = "127.0.0.1"
 FAKE_PROJECT_NUMBER = "123456789012"
 
 
-def pool_sizes(configured: Sequence[int], replicas: int | None = None) -> list[int]:
+def pool_sizes(
+    configured: Sequence[int], replicas: int | None = None, keep: Sequence[int] = ()
+) -> list[int]:
     """Replica count of each worker pool; ``replicas`` = 1 chief + ``replicas - 1`` workers.
 
     Without ``replicas`` the counts are those of ``job.worker_pools``, as submitted to Vertex.
+    The pools numbered in ``keep`` (another image's: a Reduction Server) keep their configured
+    counts with ``replicas`` too.
     """
     if replicas is not None:
         if replicas < 1:
             raise ValueError(f"--replicas must be >= 1, got {replicas}")
-        return [1] if replicas == 1 else [1, replicas - 1]
+        sizes = [1, replicas - 1]
+        for number in sorted(keep):
+            sizes += [0] * (number + 1 - len(sizes))
+            sizes[number] = int(configured[number])
+        configured = sizes
     sizes = [int(size) for size in configured] or [1]
     if sizes[0] != 1:
         raise ValueError("job.worker_pools[0] (the primary replica) must have replica_count 1")
@@ -115,6 +123,7 @@ class Job:
     project_number: str = FAKE_PROJECT_NUMBER
     trial: str | None = None
     job_args: tuple[str, ...] = ()  # the args of the job spec, as CLUSTER_SPEC's job shows them
+    idle_pools: tuple[str, ...] = ()  # pools of another image (a Reduction Server): idle here
 
     @property
     def replicas(self) -> list[tuple[str, int]]:
@@ -167,6 +176,7 @@ def make_job(
     job_id: str | None = None,
     ports: Sequence[int] | None = None,
     job_args: Sequence[str] | None = None,
+    idle_pools: Sequence[str] = (),
 ) -> Job:
     """The job for pools of ``sizes`` replicas, each replica on its own loopback port."""
     total = sum(sizes)
@@ -184,6 +194,7 @@ def make_job(
         job_id=job_id or new_job_id(),
         trial=str(trial) if trial not in (None, "") else None,
         job_args=tuple(args if job_args is None else job_args),
+        idle_pools=tuple(pool for pool in idle_pools if pool in pools),
     )
 
 

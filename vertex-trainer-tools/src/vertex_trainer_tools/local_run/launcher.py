@@ -23,6 +23,13 @@ import psutil
 from vertex_trainer_tools import contract, guard
 
 POLL_SECONDS = 0.1
+# What a replica of another image runs here (Google's Reduction Server image cannot run on this
+# machine): it holds its place in the job, as CLUSTER_SPEC shows it, until it is stopped.
+# os._exit: a second SIGTERM (the group's, then the process's own) must not catch it exiting.
+IDLE_PROGRAM = (
+    "import os, signal; signal.signal(signal.SIGTERM, lambda *_: os._exit(0)); "
+    "print('idle: this replica runs another image on Vertex', flush=True); signal.pause()"
+)
 # How long a SIGKILLed replica may take to be gone: the wait ends as soon as it is, but a
 # process in uninterruptible I/O (a machine busy with image builds) can take seconds to go.
 KILL_WAIT_SECONDS = 30.0
@@ -252,8 +259,9 @@ class ProcessLauncher:
             tmp_dir = os.path.join(self.tmp_root, replica.name)
             os.makedirs(tmp_dir, exist_ok=True)
         full_env = process_env(env, tmp_dir)
+        idle = getattr(replica, "idle", False)
         process = subprocess.Popen(
-            self.command(args),
+            [self.python, "-c", IDLE_PROGRAM] if idle else self.command(args),
             cwd=self.cwd,
             env=full_env,
             stdin=subprocess.DEVNULL,

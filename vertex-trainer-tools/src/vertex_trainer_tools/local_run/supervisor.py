@@ -58,6 +58,7 @@ class Replica:
     drill_killed: bool = False
     exit_handled: bool = False
     cpus: set[int] | None = None  # CPUs of its own (see launcher.cpu_slices); None: all
+    idle: bool = False  # runs another image (a Reduction Server): here it only holds its place
     tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
     reader: threading.Thread | None = None
 
@@ -321,7 +322,9 @@ class Supervisor:
                     chief.add_note("succeeded")
                     status, detail = 0, f"{chief.name} exited 0"
                     others = [r for r in self.replicas if r is not chief]
-                    self._stop(others, "the job succeeded", wait_first=self.grace)
+                    trainers = [r for r in others if not r.idle]
+                    self._stop(trainers, "the job succeeded", wait_first=self.grace)
+                    self._stop([r for r in others if r.idle], "the job succeeded")
                     break
                 for replica in self.replicas:
                     if self._reap(replica) is not None and not replica.exit_handled:

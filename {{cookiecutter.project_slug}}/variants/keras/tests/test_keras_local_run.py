@@ -93,3 +93,16 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path, kill_a
     # and the final state equals an uninterrupted run's: same steps, same epochs.
     assert final_checkpoints(job.output_dir) == [(EPOCHS * STEPS, EPOCHS)] * 2
     assert_chief_model(job.output_dir / "model")
+
+
+def test_a_reduction_server_in_pool_2_is_left_out_of_the_strategy(
+    tmp_path, local_job, reduction_server_config
+):
+    # vertex.yaml with job.reduction_server: TF_CONFIG lists its 2 (idle) replicas as "ps".
+    args = [*TINY, "--batch-size=8", "--epochs=1", "--steps-per-epoch=4"]
+    runner_args = [f"--config={reduction_server_config}"]
+    job = local_job(tmp_path / "out", args, replicas=2, runner_args=runner_args)
+    assert job.returncode == 0, job.tail()
+    assert any("Reduction Server: 2 replica(s)" in line for line in job.lines("workerpool1-0"))
+    assert any("idle" in line for line in job.lines("workerpool2-1"))
+    assert_chief_model(job.output_dir / "model")

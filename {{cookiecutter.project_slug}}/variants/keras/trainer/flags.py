@@ -26,6 +26,9 @@ def _validation_split(value: str) -> float:
 
 
 DESCRIPTION = "Train a Keras image classifier on Vertex AI or locally."
+# Why job.reduction_server is of no use to this trainer (`make check` refuses it); None: it is.
+# MultiWorkerMirroredStrategy all-reduces with NCCL when a Reduction Server is there (train.py).
+NO_REDUCTION_SERVER = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

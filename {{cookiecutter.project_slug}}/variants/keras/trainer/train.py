@@ -8,6 +8,7 @@ more than one training task, MirroredStrategy on one VM with several GPUs, else 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import os
@@ -31,19 +32,39 @@ logger = logging.getLogger(__name__)
 
 def make_strategy(cluster: runtime.Cluster) -> tf.distribute.Strategy:
     """Pick the strategy; MultiWorkerMirroredStrategy must exist before any other TF op runs."""
+    if cluster.pool not in runtime.TRAINING_POOLS:
+        raise cli.InputError(
+            f"this replica is in {cluster.pool}, which MultiWorkerMirroredStrategy does not "
+            "use: pool 2 is for job.reduction_server (Google's image), pool 3 is not used"
+        )
     if cluster.is_distributed:
-        extra = sorted(set(cluster.pools) - set(runtime.TRAINING_POOLS))
+        used = {*runtime.TRAINING_POOLS, runtime.REDUCTION_SERVER_POOL}
+        extra = sorted(set(cluster.pools) - used)
         if extra:
             raise cli.InputError(
-                f"worker pools {', '.join(extra)} (parameter servers, evaluators) are not used "
-                "by MultiWorkerMirroredStrategy; remove them from vertex.yaml"
+                f"worker pools {', '.join(extra)} (evaluators) are not used by "
+                "MultiWorkerMirroredStrategy; remove them from vertex.yaml"
             )
         if cluster.tf_config is None:
             raise cli.InputError(
                 f"{cluster.num_nodes} training replicas but no TF_CONFIG: "
                 "MultiWorkerMirroredStrategy needs it (Vertex sets it on multi-replica jobs)"
             )
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        if not cluster.reducers:
+            return tf.distribute.MultiWorkerMirroredStrategy()
+        # Reduction Server: Vertex lists it as "ps", which TensorFlow must not see (it would
+        # wait on it as its coordination leader), and only NCCL's all-reduce reaches it (Google's
+        # plugin), while TensorFlow's AUTO picks its own ring. No GPUs, no NCCL: the reducers idle.
+        os.environ["TF_CONFIG"] = json.dumps(runtime.training_tf_config(cluster.tf_config))
+        gpus = bool(tf.config.list_physical_devices("GPU"))
+        how = "NCCL all-reduce" if gpus else "no GPUs, so no NCCL: they idle"
+        logger.info("Reduction Server: %d replica(s), %s", len(cluster.reducers), how)
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.NCCL
+        )
+        return tf.distribute.MultiWorkerMirroredStrategy(
+            communication_options=options if gpus else None
+        )
     if len(tf.config.list_physical_devices("GPU")) > 1:
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()

@@ -128,3 +128,16 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
     assert final_state(job.output_dir) == (steps, steps, float(epochs))
     assert job.reported_steps("workerpool0-0")[-1] == steps
     assert (job.output_dir / "model" / "model.safetensors").is_file()
+
+
+def test_a_reduction_server_in_pool_2_is_no_rank(
+    tiny_bert, csv_data, tmp_path, local_job, reduction_server_config
+):
+    # vertex.yaml with job.reduction_server: 2 (idle) reducers in CLUSTER_SPEC's workerpool2.
+    runner_args = [f"--config={reduction_server_config}"]
+    args = trainer_args(tiny_bert, csv_data, 1)
+    job = local_job(tmp_path / "out", args, replicas=2, runner_args=runner_args)
+    assert job.returncode == 0, job.tail()
+    assert any("Processes: 2" in line for line in job.lines("workerpool0-0")), job.tail()
+    assert any("idle" in line for line in job.lines("workerpool2-1"))
+    assert (job.output_dir / "model" / "model.safetensors").is_file()

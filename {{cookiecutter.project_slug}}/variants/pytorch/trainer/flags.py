@@ -15,6 +15,9 @@ DESCRIPTION = (
     "Fine-tune a BERT-family model (Hugging Face transformers) for text classification; "
     "IMDB sentiment by default."
 )
+# Why job.reduction_server is of no use to this trainer (`make check` refuses it); None: it is.
+# DDP all-reduces gradients with NCCL on GPUs; the reducers are not ranks (distributed.py).
+NO_REDUCTION_SERVER = None
 
 
 def add_arguments(parser) -> None:

@@ -25,6 +25,12 @@ DESCRIPTION = (
     "Train an XGBoost model on CSV/Parquet files (local, /gcs/ or gs://), a BigQuery table "
     "(bq://project.dataset.table) or synthetic data, and export model.bst for Vertex AI."
 )
+# Why job.reduction_server is of no use to this trainer (`make check` refuses it); None: it is.
+NO_REDUCTION_SERVER = (
+    "XGBoost all-reduces with its own collective (TCP through its tracker; on GPUs, the NCCL "
+    "of its wheel), not the TensorFlow/PyTorch NCCL all-reduce Google's plugin serves, and this "
+    "image has no plugin: the reducers would be paid for and idle; remove it"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
