@@ -25,15 +25,13 @@ import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 
-from trainer import checkpoints
+from trainer import checkpoints, preemption_hook
 
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 REQUIRED = ("optimizer.pt", "scheduler.pt")
 RNG_STATES = "rng_state_*.pth"  # one per rank (rng_state.pth when a single process trains)
-# Under DDP the time-based save is agreed on by all ranks, checked every this many steps.
-SYNC_EVERY_STEPS = 20
 
 
 def validate(path: str) -> None:
@@ -125,28 +123,33 @@ def restore_agreed(checkpoint_dir: str, local_root: str, looks: bool, device=Non
     return destination if step >= 0 else None
 
 
-def _agree(flag: bool, args) -> bool:
-    """Rank 0's ``flag`` on every rank, so that all ranks save the same checkpoints."""
-    if not _distributed():
-        return flag
-    value = torch.tensor([int(flag)], device=args.device)
-    dist.broadcast(value, src=0)
-    return bool(value.item())
-
-
 class MirrorCheckpoints(TrainerCallback):
-    """Publishes each checkpoint the Trainer saves locally; also saves every ``minutes``."""
+    """Publishes each checkpoint the Trainer saves locally; also saves every ``minutes``, and
+    at once on a preemption ``notice`` (then training stops: ``trainer.preemption_hook``)."""
 
-    def __init__(self, checkpoint_dir: str, minutes: float, keep: int = 2):
+    def __init__(self, checkpoint_dir: str, minutes: float, keep: int = 2, notice=None):
         self.checkpoint_dir = checkpoint_dir
         self.interval = checkpoints.Interval(minutes)
         self.keep = keep
+        self.notice = notice
+        self.cadence = preemption_hook.Cadence()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if _distributed() and state.global_step % SYNC_EVERY_STEPS:
+        step = state.global_step
+        if not self.cadence.due(step):
             return control
-        if self.interval.seconds and _agree(self.interval.due(), args):
+        # Rank 0's clock decides a timed save; any rank's SIGTERM stops them all.
+        due = bool(self.interval.seconds) and state.is_world_process_zero and self.interval.due()
+        signalled = self.notice is not None and self.notice.received
+        values = [int(due), int(signalled), -self.cadence.proposal(step)]
+        due, stop, steps = preemption_hook.agree_max(values, args.device)
+        self.cadence.agreed(step, -steps)
+        if not preemption_hook.on_notice(self.notice, stop, control) and due:
             control.should_save = True
+        return control
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        preemption_hook.skip_epoch_end(self.notice, control)
         return control
 
     def on_save(self, args, state, control, **kwargs):
