@@ -101,7 +101,7 @@ def kill_and_resume(local_job):
         assert f"kill drill: SIG{signal} to {replica}" in job.output, job.tail()
         assert job.attempts(replica) == 2, job.tail()
         if signal == "TERM":
-            assert re.search(r"kill drill: \S+ complete [\d.]+s after SIGTERM", job.output), (
+            assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), (
                 job.tail()
             )
             assert re.search(rf"kill drill: {replica} exited \d+ [\d.]+s after", job.output), (
