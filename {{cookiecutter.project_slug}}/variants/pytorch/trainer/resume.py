@@ -142,7 +142,7 @@ class MirrorCheckpoints(TrainerCallback):
         due = bool(self.interval.seconds) and state.is_world_process_zero and self.interval.due()
         signalled = self.notice is not None and self.notice.received
         values = [int(due), int(signalled), -self.cadence.proposal(step)]
-        due, stop, steps = preemption_hook.agree_max(values, args.device)
+        due, stop, steps = preemption_hook.agree_max(values, getattr(args, "device", None))
         self.cadence.agreed(step, -steps)
         if not preemption_hook.on_notice(self.notice, stop, control) and due:
             control.should_save = True
