@@ -207,6 +207,8 @@ def test_kill_signal_and_grace_flags():
     assert (defaults.kill_signal, defaults.kill_grace) == ("KILL", 30.0)
     with pytest.raises(SystemExit):
         cli.parse_args(["--kill-signal=INT"])
+    with pytest.raises(ValueError, match="--kill-grace must be >= 0"):
+        cli.build(cli.parse_args(["--config", str(PROJECT / "vertex.yaml"), "--kill-grace=-1"]))
 
 
 @pytest.mark.parametrize(

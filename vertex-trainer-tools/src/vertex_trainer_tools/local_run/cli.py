@@ -238,6 +238,8 @@ def build(args: argparse.Namespace):
         job_id=args.job_id,
         job_args=config.job.args,
     )
+    if args.kill_grace < 0:
+        raise ValueError(f"--kill-grace must be >= 0 seconds, got {args.kill_grace:g}")
     if args.kill_after is not None and args.kill_replica not in job.names:
         raise ValueError(
             f"--kill-replica: {args.kill_replica} is not a replica of this job "
