@@ -119,6 +119,11 @@ class Drill:
         self.say(f"kill drill: SIGKILL to {replica.name} {why} (a preempted VM)")
         replica.handle.signal(signal.SIGKILL)
 
+    def finish(self, replicas, reap: Callable) -> None:
+        """At the job's end: report what followed a SIGTERM still being watched."""
+        if self.term_at is not None:
+            self._follow(next(r for r in replicas if r.name == self.replica), reap)
+
     def _follow(self, replica, reap: Callable) -> None:
         """The grace period after the SIGTERM: new complete checkpoints, the exit, the SIGKILL."""
         seconds = self.clock() - self.term_at

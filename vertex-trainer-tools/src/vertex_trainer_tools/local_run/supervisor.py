@@ -293,6 +293,7 @@ class Supervisor:
             self._stop(self.replicas, "the job failed")
         finally:
             self._stop(self.replicas, "the runner is exiting")
+            self.drill.finish(self.replicas, self._reap)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         self._summary(status, detail)
