@@ -367,10 +367,11 @@ def last_metric(folder: Path, metric: str) -> float:
 
 
 @pytest.mark.parametrize("image", ["xgboost"], indirect=True)
-def test_xgboost_cluster_of_containers_and_its_kill_drill(default_image):
+def test_xgboost_cluster_of_containers_and_its_kill_drills(default_image):
     """``make train-local IMAGE=1 REPLICAS=2``: chief and worker containers train together
     through the collective; then the drill ``docker kill``s the chief once a checkpoint is
-    complete, the job restarts and ends with the uninterrupted job's model."""
+    complete (SIGKILL, then SIGTERM), the job restarts and ends with the uninterrupted job's
+    model."""
     project, config = default_image
     metric = yaml.safe_load(config.read_text())["hpt"]["metric"]["id"]
     jobs = project / "outputs/local"
@@ -393,3 +394,18 @@ def test_xgboost_cluster_of_containers_and_its_kill_drill(default_image):
     assert "Trained 600 rounds (model: 600)" in drilled
     assert last_metric(folder, metric) == expected, "the resumed job ended with another model"
     assert not left_behind(drilled), "containers or networks left behind"
+
+    # Compute Engine's preemption: `docker kill --signal=TERM` to the chief's container only,
+    # SIGKILL 30 s later. Both replicas stop after the same round (the worker learns of it in
+    # the collective), the chief saves it and exits 143, and the rerun loses no round.
+    noticed = train_local(
+        project, config, "REPLICAS=2", "KILL_AFTER=checkpoint", "KILL_SIGNAL=TERM"
+    )
+    folder = (jobs / "latest").resolve()
+    assert "kill drill: SIGTERM to workerpool0-0" in noticed, noticed[-6000:]
+    saved = re.search(r"kill drill: checkpoint-(\d+) complete [\d.]+s after SIGTERM", noticed)
+    assert saved and "kill drill: workerpool0-0 exited 143" in noticed, noticed[-6000:]
+    assert re.search(rf"^workerpool1-0 \| .*saved checkpoint-{saved[1]}, exiting", noticed, re.M)
+    assert re.search(rf"workerpool0-0 \| .*checkpoint-{saved[1]}: {saved[1]} rounds done", noticed)
+    assert last_metric(folder, metric) == expected, "the resumed job ended with another model"
+    assert not left_behind(noticed), "containers or networks left behind"

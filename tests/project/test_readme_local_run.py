@@ -53,6 +53,8 @@ def test_the_section_shows_the_everyday_runs():
     drill = "KILL_AFTER=checkpoint:2" if keras else "KILL_AFTER=checkpoint RESTART_JOB=1"
     assert "make train-local HPT_TRIAL=3" in made
     assert f"make train-local REPLICAS=2 {drill}" in made
+    notice = "KILL_SIGNAL=TERM" if keras else "KILL_SIGNAL=TERM RESTART_JOB=1"
+    assert f"make train-local REPLICAS=2 KILL_AFTER=checkpoint {notice}" in made
 
 
 def run(command: str, project: Path) -> subprocess.CompletedProcess:
@@ -100,6 +102,12 @@ def test_readme_command_runs_as_written(tmp_path, command):
     else:
         others = [p for p in folder.parent.iterdir() if p.name != "latest" and p != folder]
         assert not others, "each run starts in a fresh job folder"
-    if "KILL_AFTER=" in command:
+    if "KILL_SIGNAL=TERM" in command:
+        # A preemption notice: the replica saves and exits 143, or, when the SIGTERM comes
+        # after its last step, finishes (nothing left to save).
+        assert re.search(r"^local_run \| kill drill: SIGTERM to \S+ after", result.stdout, re.M)
+        assert re.search(r"kill drill: \S+ exited (143|0) [\d.]+s after SIGTERM", result.stdout)
+        assert not re.search(r"kill drill: \S+ still running", result.stdout)
+    elif "KILL_AFTER=" in command:
         assert re.search(r"^local_run \| kill drill: SIGKILL to \S+ after", result.stdout, re.M)
         assert "was killed by the drill; restarting it" in result.stdout

@@ -7,6 +7,7 @@ import importlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ job_spec = importlib.import_module("vertex_trainer_tools.local_run.job")
 launcher = importlib.import_module("vertex_trainer_tools.local_run.launcher")
 supervisor = importlib.import_module("vertex_trainer_tools.local_run.supervisor")
 cli = importlib.import_module("vertex_trainer_tools.local_run.cli")
+drills = importlib.import_module("vertex_trainer_tools.local_run.drill")
 drill = importlib.import_module("vertex_trainer_tools.testing")
 job_processes, runner_temp_dirs = drill.job_processes, drill.runner_temp_dirs
 
@@ -155,6 +157,58 @@ def test_kill_at_checkpoint_n_counts_checkpoints_saved_not_present(tmp_path, fak
     saved = ", ".join(f"checkpoint-{step}" for step in range(1, 5))
     assert f"kill drill: SIGKILL to workerpool0-0 after {saved} were saved" in out
     assert starts(fake, "workerpool0-0") == 2
+
+
+def test_sigterm_drill_the_replica_saves_the_next_step_and_resumes_from_it(tmp_path, fake):
+    # Compute Engine's shape: SIGTERM, a grace period, then SIGKILL. The fake chief saves the
+    # step it is on when SIGTERM comes and exits 143; the worker trains on, untouched.
+    status, out, job, replicas = supervise(
+        tmp_path,
+        fake,
+        [1, 1],
+        ["--steps=8", "--save-on-sigterm"],
+        kill_at_checkpoint=2,
+        kill_signal="TERM",
+        kill_grace=20,
+    )
+    assert status == 0, out
+    assert "kill drill: SIGTERM to workerpool0-0 after checkpoint-1, checkpoint-2 were" in out
+    saved = [int(line.rsplit("-", 1)[1]) for line in out.splitlines() if "notice: saved" in line]
+    assert len(saved) == 1 and saved[0] >= 3, out
+    assert re.search(rf"kill drill: checkpoint-{saved[0]} complete [\d.]+s after SIGTERM", out)
+    assert re.search(r"kill drill: workerpool0-0 exited 143 [\d.]+s after SIGTERM", out)
+    assert "kill drill: workerpool0-0 still running" not in out
+    chief, worker = replicas["workerpool0-0"], replicas["workerpool1-0"]
+    assert (chief.attempts, worker.attempts, chief.failures) == (2, 1, 0)
+    # Not a step lost: the rerun starts from the step the notice saved.
+    assert f"resuming from step {saved[0]}" in out
+    assert sorted(os.listdir(job.checkpoint_dir))[-1] == "checkpoint-8"
+
+
+def test_sigterm_drill_sigkills_a_replica_still_running_after_the_grace_period(tmp_path, fake):
+    status, out, _, replicas = supervise(
+        tmp_path,
+        fake,
+        [1],
+        ["--steps=40", "--ignore-sigterm"],
+        kill_at_checkpoint=1,
+        kill_signal="TERM",
+        kill_grace=1,
+    )
+    assert status == 0, out
+    assert "kill drill: workerpool0-0 still running 1s after SIGTERM: SIGKILL" in out
+    assert replicas["workerpool0-0"].attempts == 2
+
+
+def test_kill_signal_and_grace_flags():
+    args = cli.parse_args(["--kill-after=checkpoint", "--kill-signal=TERM", "--kill-grace=12"])
+    assert (args.kill_signal, args.kill_grace) == ("TERM", 12.0)
+    defaults = cli.parse_args([])
+    assert (defaults.kill_signal, defaults.kill_grace) == ("KILL", 30.0)
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--kill-signal=INT"])
+    with pytest.raises(ValueError, match="--kill-grace must be >= 0"):
+        cli.build(cli.parse_args(["--config", str(PROJECT / "vertex.yaml"), "--kill-grace=-1"]))
 
 
 @pytest.mark.parametrize(
@@ -333,7 +387,7 @@ def test_replicas_die_with_a_killed_runner(tmp_path, fake):
 
 def test_the_drill_names_the_saved_checkpoints_in_step_order():
     saved = ["checkpoint-150", "checkpoint-20", "chief-0/checkpoint-3", "checkpoint-30"]
-    assert sorted(saved, key=supervisor._by_task_and_step) == [
+    assert sorted(saved, key=drills.by_task_and_step) == [
         "checkpoint-20",
         "checkpoint-30",
         "checkpoint-150",

@@ -3,7 +3,8 @@
 The flags come from ``trainer.flags`` (the shared ones of ``trainer.cli`` and the framework's),
 the training loop from ``trainer.train``, called as ``train.run(args, ctx)`` (the contract:
 ``trainer.context``).
-Vertex appends hyperparameter-tuning trial values as ``--name=value``.
+Vertex appends hyperparameter-tuning trial values as ``--name=value``. Exit codes: 0 done,
+2 bad input, ``trainer.preemption.EXIT_CODE`` (143) saved on a preemption notice, else a crash.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from trainer import cli, context, flags, train
+from trainer import cli, context, flags, preemption, train
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +27,17 @@ def main(argv: list[str] | None = None) -> int:
         # Bad input: one clear line, non-zero exit, nothing half-written to the model dir.
         print(f"ERROR: {error}", file=sys.stderr)
         return 2
+    except preemption.Preempted as stop:
+        # Saved on a SIGTERM (a Spot preemption): non-zero, so Vertex reruns it from there.
+        logging.getLogger(__name__).warning(stop.message())
+        return preemption.EXIT_CODE
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if code == preemption.EXIT_CODE:
+        # Every replica stops after an agreed step, so a collective is left without its
+        # shutdown handshake, and the interpreter's teardown can crash on it (XGBoost's
+        # tracker): the checkpoint is written, so end the process now.
+        preemption.exit_now(code)
+    sys.exit(code)

@@ -16,6 +16,7 @@ project's own image for the same fixtures' ``runner_args=["--image=..."]`` (cont
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import uuid
@@ -68,10 +69,13 @@ def local_job(vertex_project):
 def kill_and_resume(local_job):
     """``kill_and_resume(output_dir, trainer_args, replicas=2, after="checkpoint", ...)``.
 
-    The preemption drill: the emulator SIGKILLs ``replica`` once ``after`` is reached (a
+    The preemption drill: the emulator stops ``replica`` once ``after`` is reached (a
     checkpoint saved, ``checkpoint:N``, or seconds), reruns it (every replica with
     ``restart_job``, as Vertex's ``restart_job_on_worker_restart``) and the job must succeed.
-    Fails the test with the job's output when the drill did not fire or the job failed.
+    ``signal="KILL"`` (default) is a crash: SIGKILL. ``signal="TERM"`` is Compute Engine's
+    preemption notice: SIGTERM, then SIGKILL after ``grace`` seconds; the replica must save a
+    new complete checkpoint and exit by itself within them. Fails the test with the job's
+    output when the drill did not fire or the job failed.
     """
 
     def run(
@@ -82,16 +86,27 @@ def kill_and_resume(local_job):
         after: str = "checkpoint",
         replica: str = CHIEF,
         restart_job: bool | None = None,
+        signal: str = "KILL",
+        grace: float = 30,
         runner_args: Sequence[str] = (),
         **options,
     ) -> LocalJob:
         drill = [f"--kill-after={after}", f"--kill-replica={replica}", *runner_args]
+        if signal != "KILL":
+            drill += [f"--kill-signal={signal}", f"--kill-grace={grace:g}"]
         if restart_job is not None:
             drill.append(f"--{'' if restart_job else 'no-'}restart-job-on-worker-restart")
         job = local_job(output_dir, trainer_args, replicas=replicas, runner_args=drill, **options)
         assert job.returncode == 0, job.tail()
-        assert f"kill drill: SIGKILL to {replica}" in job.output, job.tail()
+        assert f"kill drill: SIG{signal} to {replica}" in job.output, job.tail()
         assert job.attempts(replica) == 2, job.tail()
+        if signal == "TERM":
+            assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), (
+                job.tail()
+            )
+            assert re.search(rf"kill drill: {replica} exited \d+ [\d.]+s after", job.output), (
+                job.tail()
+            )
         return job
 
     return run

@@ -113,6 +113,7 @@ parser.add_argument("--chief-succeeds-on-attempt", type=int, default=1)
 parser.add_argument("--steps", type=int, default=0)  # chief saves a checkpoint per step
 parser.add_argument("--keep", type=int, default=0)  # prune all but the newest N, as trainers do
 parser.add_argument("--ignore-sigterm", action="store_true")
+parser.add_argument("--save-on-sigterm", action="store_true")  # checkpoint at the next step, 143
 parser.add_argument("--grandchild", action="store_true")
 parser.add_argument("--grandchild-session", action="store_true")  # as torchrun starts workers
 args, _ = parser.parse_known_args()
@@ -137,6 +138,9 @@ name = f"{spec['task']['type']}-{spec['task']['index']}"
 attempt = started(name) + 1
 if args.ignore_sigterm:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+notices = []
+if args.save_on_sigterm:
+    signal.signal(signal.SIGTERM, lambda *_: notices.append(1))
 if args.grandchild or args.grandchild_session:
     child = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(3600)"],
@@ -179,6 +183,9 @@ if args.steps:
         with open(os.path.join(folder, "COMPLETE"), "w") as handle:
             handle.write("{}")
         print(f"step {step}", flush=True)
+        if notices:
+            print(f"preemption notice: saved checkpoint-{step}", flush=True)
+            sys.exit(143)
         if args.keep:
             for old in range(1, step - args.keep + 1):
                 shutil.rmtree(os.path.join(root, f"checkpoint-{old}"), ignore_errors=True)

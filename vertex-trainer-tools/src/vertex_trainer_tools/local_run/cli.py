@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vertex_trainer_tools.local_run import folders, images, preflight
+from vertex_trainer_tools.local_run.drill import DEFAULT_GRACE, SIGNALS
 from vertex_trainer_tools.local_run.job import (
     Job,
     environments,
@@ -98,9 +99,25 @@ def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> arg
         type=_kill_after,
         default=None,
         metavar="SECONDS|checkpoint[:N]",
-        help="preemption drill: SIGKILL --kill-replica once, after SECONDS or once N new "
-        "complete checkpoints (default 1) are under the checkpoint dir, then restart it from "
-        "the start; exits 3 if the drill never fired",
+        help="preemption drill: SIGKILL (or --kill-signal=TERM) --kill-replica once, after "
+        "SECONDS or once N new complete checkpoints (default 1) are under the checkpoint dir, "
+        "then restart it from the start; exits 3 if the drill never fired",
+    )
+    add(
+        "--kill-signal",
+        choices=sorted(SIGNALS),
+        default="KILL",
+        help="the drill's signal: KILL, a crash (the work since the last checkpoint is lost); "
+        "TERM, Compute Engine's preemption notice: SIGTERM, then SIGKILL after --kill-grace "
+        "seconds (a trainer saves a checkpoint in between and exits 143) (default: KILL)",
+    )
+    add(
+        "--kill-grace",
+        type=float,
+        default=DEFAULT_GRACE,
+        metavar="SECONDS",
+        help=f"with --kill-signal=TERM: seconds from the SIGTERM to the SIGKILL (default: "
+        f"{DEFAULT_GRACE:g}, as Compute Engine gives a preempted Spot VM)",
     )
     add(
         "--kill-replica",
@@ -126,7 +143,12 @@ def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> arg
         default=None,
         help="job timeout in seconds (default: vertex.yaml's scheduling.timeout_seconds)",
     )
-    add("--grace", type=float, default=10.0, help="seconds from SIGTERM to SIGKILL (default: 10)")
+    add(
+        "--grace",
+        type=float,
+        default=10.0,
+        help="seconds from SIGTERM to SIGKILL when the runner stops replicas (default: 10)",
+    )
     add(
         "--split-cpus",
         action=argparse.BooleanOptionalAction,
@@ -218,6 +240,8 @@ def build(args: argparse.Namespace):
         job_args=config.job.args,
         idle_pools=[f"workerpool{number}" for number in idle],
     )
+    if args.kill_grace < 0:
+        raise ValueError(f"--kill-grace must be >= 0 seconds, got {args.kill_grace:g}")
     if args.kill_after is not None and args.kill_replica not in job.names:
         raise ValueError(
             f"--kill-replica: {args.kill_replica} is not a replica of this job "
@@ -355,6 +379,8 @@ def run(job: Job, config, args: argparse.Namespace, launcher) -> int:
         kill_at_checkpoint=kill["checkpoints"],
         kill_replica=args.kill_replica,
         checkpoint_dir=job.checkpoint_dir,
+        kill_signal=args.kill_signal,
+        kill_grace=args.kill_grace,
         # Restarted containers are new hosts: their ports are free again.
         renew_env=None if containers else renew,
     )

@@ -2,14 +2,14 @@
 
 The job succeeds when workerpool0 exits 0 (the other replicas are then stopped); a failed
 replica is rerun from the start up to ``max_restarts`` times; ``restart_job_on_worker_restart``
-reruns every replica instead. The drill SIGKILLs one replica once, after some seconds or once
-new complete checkpoints exist, to prove that training resumes from them.
+reruns every replica instead. The drill (``local_run.drill``) SIGKILLs one replica once, or
+sends it SIGTERM and SIGKILL after a grace period, after some seconds or once new complete
+checkpoints exist, to prove that training resumes from them.
 """
 
 from __future__ import annotations
 
 import collections
-import os
 import signal
 import sys
 import threading
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vertex_trainer_tools import contract
+from vertex_trainer_tools.local_run.drill import DEFAULT_GRACE, Drill
 from vertex_trainer_tools.local_run.job import replica_name
 from vertex_trainer_tools.local_run.launcher import POLL_SECONDS, Handle, Launcher
 
@@ -29,6 +29,8 @@ PERMANENT_EXIT_CODES = (2,)
 TAIL_LINES = 15
 # run()'s status when the job ended but the kill drill it was asked for never fired.
 DRILL_NOT_FIRED = 3
+# What a trainer exits with after it saved a checkpoint on SIGTERM (trainer.preemption).
+PREEMPTED_EXIT_CODE = 143
 
 
 def exit_text(code: int | None) -> str:
@@ -94,6 +96,8 @@ class Supervisor:
         kill_at_checkpoint: int = 0,
         kill_replica: str = "workerpool0-0",
         checkpoint_dir: str | None = None,
+        kill_signal: str = "KILL",
+        kill_grace: float = DEFAULT_GRACE,
         renew_env: Callable[[], dict[str, dict[str, str]]] | None = None,
         out=None,
     ):
@@ -103,23 +107,22 @@ class Supervisor:
         self.restart_job = restart_job_on_worker_restart
         self.timeout = timeout
         self.grace = grace
-        self.kill_after = kill_after
-        self.kill_at_checkpoint = kill_at_checkpoint
-        self.kill_replica = kill_replica
-        self.checkpoint_dir = checkpoint_dir
         self.renew_env = renew_env
         self.out = out if out is not None else sys.stdout
         self._lock = threading.Lock()
         self._started = 0.0
-        self._drill_wanted = kill_after is not None or kill_at_checkpoint > 0
-        self._drill_done = not self._drill_wanted
-        self._drill_fired = False
-        self._drill_miss = ""  # why the drill found nothing to kill
-        self._known_checkpoints: set[str] = set()
-        self._saved_checkpoints: set[str] = set()
+        self.drill = Drill(
+            kill_replica,
+            after_seconds=kill_after,
+            at_checkpoint=kill_at_checkpoint,
+            checkpoint_dir=checkpoint_dir,
+            signal_name=kill_signal,
+            grace=kill_grace,
+            say=self.say,
+        )
         self._stop_signal: int | None = None
         names = [replica.name for replica in replicas]
-        if self._drill_wanted and kill_replica not in names:
+        if self.drill.wanted and kill_replica not in names:
             raise ValueError(f"--kill-replica {kill_replica!r} is not one of {', '.join(names)}")
 
     # -- output
@@ -196,59 +199,6 @@ class Supervisor:
                 replica.handle.wait()
                 self._reap(replica)
 
-    # -- the preemption drill
-
-    def _complete_checkpoints(self) -> set[str]:
-        if not self.checkpoint_dir:
-            return set()
-        return set(contract.marked_complete(self.checkpoint_dir))
-
-    def _drill(self) -> None:
-        if self._drill_done:
-            return
-        if self.kill_at_checkpoint:
-            # Counted as saved, not as present: the trainer prunes all but its newest two.
-            self._saved_checkpoints |= self._complete_checkpoints() - self._known_checkpoints
-            if len(self._saved_checkpoints) < self.kill_at_checkpoint:
-                return
-            saved = sorted(
-                (os.path.relpath(path, self.checkpoint_dir) for path in self._saved_checkpoints),
-                key=_by_task_and_step,
-            )
-            why = f"after {', '.join(saved)} {'was' if len(saved) == 1 else 'were'} saved"
-        elif time.monotonic() - self._started < self.kill_after:
-            return
-        else:
-            why = f"after {self.kill_after:g}s"
-        replica = next(r for r in self.replicas if r.name == self.kill_replica)
-        self._drill_done = True
-        if self._reap(replica) is not None:
-            self._drill_miss = f"{replica.name} had already exited when it was due ({why})"
-            return
-        self.say(f"kill drill: SIGKILL to {replica.name} {why} (a preempted VM)")
-        replica.drill_killed = True
-        self._drill_fired = True
-        replica.handle.signal(signal.SIGKILL)
-
-    def _drill_missed(self) -> str:
-        """Why the drill that was asked for never killed anything ('' if it did, or none asked)."""
-        if not self._drill_wanted or self._drill_fired:
-            return ""
-        if self._drill_miss:
-            return self._drill_miss
-        if self.kill_at_checkpoint:
-            wanted = f"{self.kill_at_checkpoint} new complete checkpoint" + (
-                "s" if self.kill_at_checkpoint > 1 else ""
-            )
-            return (
-                f"the job ended before {wanted} appeared in {self.checkpoint_dir} (a finished "
-                "job resumed? start a fresh job folder, or save checkpoints more often)"
-            )
-        return (
-            f"the job ended after {self._elapsed():.1f}s, before the kill was due at "
-            f"{self.kill_after:g}s (pick a shorter KILL_AFTER)"
-        )
-
     # -- the job
 
     def _elapsed(self) -> float:
@@ -261,8 +211,15 @@ class Supervisor:
             self.say(f"{replica.name} exited 0")
             return
         if replica.drill_killed:
-            replica.add_note("killed by the drill")
-            self.say(f"{replica.name} was killed by the drill; restarting it from the start")
+            if self.drill.signal_name == "KILL":
+                replica.add_note("killed by the drill")
+                self.say(f"{replica.name} was killed by the drill; restarting it from the start")
+            else:
+                replica.add_note(f"SIGTERM by the drill, exited {exit_text(code)}")
+                self.say(
+                    f"{replica.name} exited {exit_text(code)} after the drill's SIGTERM; "
+                    "restarting it from the start"
+                )
         else:
             replica.failures += 1
             replica.add_note(f"exited {exit_text(code)}")
@@ -279,7 +236,10 @@ class Supervisor:
             )
         if self.restart_job:
             self.say("restart_job_on_worker_restart: restarting every replica")
-            self._stop([r for r in self.replicas if r is not replica], "whole-job restart")
+            # After a preemption notice the others save and exit too: let them, then stop them.
+            wait = self.grace if code == PREEMPTED_EXIT_CODE else 0.0
+            others = [r for r in self.replicas if r is not replica]
+            self._stop(others, "whole-job restart", wait_first=wait)
             if self.renew_env is not None:
                 envs = self.renew_env()
                 for other in self.replicas:
@@ -301,7 +261,7 @@ class Supervisor:
             for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                 previous[signum] = signal.signal(signum, self._handle_signal)
         self._started = time.monotonic()
-        self._known_checkpoints = self._complete_checkpoints()
+        self.drill.start()
         chief = self.replicas[0]
         status, detail = 1, ""
         try:
@@ -317,7 +277,7 @@ class Supervisor:
                     status, detail = 124, f"timed out after {self.timeout:g}s"
                     self._stop(self.replicas, "job timeout")
                     break
-                self._drill()
+                self.drill.poll(self.replicas, self._reap)
                 if self._reap(chief) == 0:
                     chief.add_note("succeeded")
                     status, detail = 0, f"{chief.name} exited 0"
@@ -336,10 +296,11 @@ class Supervisor:
             self._stop(self.replicas, "the job failed")
         finally:
             self._stop(self.replicas, "the runner is exiting")
+            self.drill.finish(self.replicas, self._reap)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         self._summary(status, detail)
-        missed = self._drill_missed() if status == 0 else ""
+        missed = self.drill.missed() if status == 0 else ""
         if missed:
             self._write(f"ERROR: kill drill did not fire: {missed}")
             return DRILL_NOT_FIRED
@@ -360,10 +321,3 @@ class Supervisor:
                 self.say(f"last lines of {replica.name}:")
                 for line in replica.tail:
                     self._write(f"  {replica.name} | {line}")
-
-
-def _by_task_and_step(relative: str) -> tuple[str, int]:
-    """``chief-0/checkpoint-20`` sorts by its task folder, then by step: 20 before 150."""
-    folder, name = os.path.split(relative)
-    match = contract.CHECKPOINT_NAME.match(name)
-    return folder, int(match.group(1)) if match else -1

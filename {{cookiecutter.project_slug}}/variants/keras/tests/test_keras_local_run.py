@@ -1,6 +1,6 @@
 """The Keras job through the local emulator (the tools' pytest fixtures): 2 replicas under
-MultiWorkerMirroredStrategy, and the preemption drill (the chief SIGKILLed after a checkpoint,
-rerun from the start)."""
+MultiWorkerMirroredStrategy, and the preemption drills (the chief SIGKILLed after a checkpoint,
+or sent SIGTERM: both tasks save the same next agreed batch; rerun from the start)."""
 
 from __future__ import annotations
 
@@ -106,3 +106,24 @@ def test_a_reduction_server_in_pool_2_is_left_out_of_the_strategy(
     assert any("Reduction Server: 2 replica(s)" in line for line in job.lines("workerpool1-0"))
     assert any("idle" in line for line in job.lines("workerpool2-1"))
     assert_chief_model(job.output_dir / "model")
+
+
+def test_sigterm_drill_saves_an_agreed_batch_and_ends_with_uninterrupted_weights(
+    tmp_path, kill_and_resume, local_job
+):
+    from test_keras_data_order import _final_weights
+
+    job = kill_and_resume(tmp_path / "out", ARGS, replicas=2, after="checkpoint:2", signal="TERM")
+    print(f"keras REPLICAS=2 SIGTERM drill: {job.seconds:.1f} s")
+    # Both tasks saved the same step (agreed within 10 batches), then exited for a restart.
+    saved = re.findall(r"notice: saved checkpoint-(\d+), exiting", job.output)
+    assert len(saved) == 2 and len(set(saved)) == 1, job.tail()
+    assert any(f"chief-0/checkpoint-{saved[0]} (step" in x for x in job.lines(attempt=2))
+    assert final_checkpoints(job.output_dir) == [(EPOCHS * STEPS, EPOCHS)] * 2
+    whole = local_job(tmp_path / "whole", ARGS, replicas=2)
+    assert whole.returncode == 0, whole.tail()
+    weights, expected = (
+        _final_weights(d / "checkpoints" / "chief-0") for d in (job.output_dir, whole.output_dir)
+    )
+    assert weights.keys() == expected.keys() and weights
+    assert max(float(abs(weights[k] - expected[k]).max()) for k in weights) == 0.0

@@ -153,18 +153,22 @@ class TrainingState:
 
 
 class CheckpointCallback(keras.callbacks.Callback):
-    """Saves at the end of every epoch and, within epochs, at least every ``minutes``.
+    """Saves at the end of every epoch, within epochs at least every ``minutes``, and at once
+    on a preemption ``notice`` (``trainer.preemption``; then training stops).
 
     A mid-epoch checkpoint records how many steps of its epoch were done; after a restart only
     the remaining steps of that epoch run (on the batches the interrupted run would have
     trained next: ``passes.training_dataset``), then the next epochs.
-    ``steps_offset`` is that count while the rest of an interrupted epoch runs.
+    ``steps_offset`` is that count while the rest of an interrupted epoch runs. Under
+    MultiWorkerMirroredStrategy the tasks agree every ``AGREE_EVERY_BATCHES`` batches on both
+    "a timed save is due" and "some task got SIGTERM", in one collective.
     """
 
-    def __init__(self, state: TrainingState, minutes: float):
+    def __init__(self, state: TrainingState, minutes: float, notice=None):
         super().__init__()
         self.state = state
         self.interval = checkpoints.Interval(minutes)
+        self.notice = notice
         self._epoch = 0
         self._batches = 0
         self.steps_offset = 0
@@ -176,21 +180,25 @@ class CheckpointCallback(keras.callbacks.Callback):
         self._epoch = epoch
 
     def on_train_batch_end(self, batch, logs=None):
-        if self.interval.seconds <= 0:
-            return
         self._batches += 1
+        due = self.interval.seconds > 0 and self.interval.due()
+        stop = self.notice is not None and self.notice.received
         consensus = self.state.consensus
         if consensus.distributed:
             if self._batches % AGREE_EVERY_BATCHES:
                 return
-            due = consensus.any(self.interval.due())
-        else:
-            due = self.interval.due()
-        if due:
+            flags = consensus.gather(int(due) | 2 * int(stop))  # bit 0: due, bit 1: SIGTERM
+            due, stop = any(f & 1 for f in flags), any(f & 2 for f in flags)
+        stop = self.notice is not None and self.notice.agreed(stop)
+        if due or stop:
             self.state.save(self._epoch, steps_into_epoch=self.steps_offset + batch + 1)
             self.interval.reset()
+        if stop:
+            self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.notice is not None and self.notice.stopping:
+            return  # Keras ends the epoch it stops in: not a whole epoch, already saved
         self.steps_offset = 0
         self.state.save(epoch + 1)
         self.interval.reset()

@@ -22,7 +22,7 @@ from trainer import quiet  # noqa: F401
 import tensorflow as tf
 import tf_keras as keras
 
-from trainer import cli, data, hptune, model, passes, resume, runtime
+from trainer import checkpoints, cli, data, hptune, model, passes, preemption, resume, runtime
 from trainer.context import RunContext
 from trainer.flags import DEFAULT_IMAGE_SIZE, SYNTHETIC_IMAGE_SIZE
 from trainer.metric import METRIC
@@ -89,14 +89,15 @@ class Evaluate(keras.callbacks.Callback):
     batches, which needs padding, repeated images or empty batches.
     """
 
-    def __init__(self, evaluate, reporter: hptune.MetricReporter, enabled: bool):
+    def __init__(self, evaluate, reporter: hptune.MetricReporter, enabled: bool, notice=None):
         super().__init__()
         self.evaluate = evaluate
         self.reporter = reporter
         self.enabled = enabled
+        self.notice = notice
 
     def on_epoch_end(self, epoch, logs=None):
-        if not self.enabled:
+        if not self.enabled or (self.notice is not None and self.notice.stopping):
             return
         results = self.evaluate()
         if logs is not None:
@@ -151,6 +152,9 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
     # The model dir and TensorBoard logs stay as given: TensorFlow writes gs:// URIs itself.
     checkpoint_dir = ctx.checkpoint_dir.local()
     strategy = make_strategy(cluster)
+    # SIGTERM: save at the next agreed batch, then exit. Installed after the strategy, whose
+    # coordination service installs TensorFlow's own SIGTERM handler (it only logs the signal).
+    notice = preemption.Notice().install()
     consensus = resume.Consensus(strategy, cluster.is_distributed)
 
     synthetic = (args.train_data or data.SYNTHETIC) == data.SYNTHETIC
@@ -209,7 +213,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
     position = state.restore()
     _use_learning_rate(classifier.optimizer, args.learning_rate)
 
-    checkpointing = resume.CheckpointCallback(state, args.checkpoint_minutes)
+    checkpointing = resume.CheckpointCallback(state, args.checkpoint_minutes, notice)
     # The per-replica batch: the chief evaluates on one device.
     eval_images = data.eval_dataset(eval_source, args.batch_size)
     evaluate = model.evaluator(classifier)
@@ -217,6 +221,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         lambda: evaluate(eval_images),
         ctx.metric_reporter(METRIC),
         enabled=cluster.is_chief,
+        notice=notice,
     )
     callbacks = [evaluation, checkpointing]  # the logs get val_* before TensorBoard writes them
     if cluster.is_chief:
@@ -241,6 +246,9 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
             callbacks=callbacks,
             verbose=2,
         )
+        if notice.stopping:
+            state.close()  # the checkpoint of the notice is published before the exit
+            raise notice.preempted(f"{checkpoints.PREFIX}{state.step}")
 
     epoch, done_steps = position.epochs_done, position.steps_into_epoch
     trained = False

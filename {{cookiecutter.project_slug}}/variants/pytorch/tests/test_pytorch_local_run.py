@@ -1,6 +1,6 @@
 """The PyTorch job through the local emulator (the tools' pytest fixtures): 2 replicas as one DDP
-job (a torchrun agent per replica), and the preemption drill (the chief SIGKILLed after a
-checkpoint, then rerun)."""
+job (a torchrun agent per replica), and the preemption drills (the chief SIGKILLed after a
+checkpoint, or sent SIGTERM: every rank saves the same next step; then rerun)."""
 
 from __future__ import annotations
 
@@ -141,3 +141,29 @@ def test_a_reduction_server_in_pool_2_is_no_rank(
     assert any("Processes: 2" in line for line in job.lines("workerpool0-0")), job.tail()
     assert any("idle" in line for line in job.lines("workerpool2-1"))
     assert (job.output_dir / "model" / "model.safetensors").is_file()
+
+
+def test_sigterm_drill_saves_an_agreed_step_and_ends_with_uninterrupted_weights(
+    tiny_bert, csv_data, tmp_path, kill_and_resume, local_job
+):
+    from safetensors.torch import load_file
+
+    epochs, steps = 3, 3 * STEPS_PER_EPOCH
+    args = trainer_args(tiny_bert, csv_data, epochs, "--save-steps=4")
+    job = kill_and_resume(tmp_path / "out", args, replicas=2, restart_job=True, signal="TERM")
+    print(f"pytorch REPLICAS=2 SIGTERM drill: {job.seconds:.1f} s")
+    # torchrun forwarded the SIGTERM; both ranks saved the same step, and only then exited.
+    saved = re.findall(r"notice: saved checkpoint-(\d+), exiting", job.output)
+    assert len(saved) == 2 and len(set(saved)) == 1, job.tail()
+    step = int(saved[0])
+    assert any("another replica" in line for line in job.lines("workerpool1-0", attempt=1))
+    assert any(f"global step {step})" in line for line in job.lines(attempt=2)), job.tail()
+    assert final_state(job.output_dir) == (steps, steps, float(epochs))
+    # The rerun lost no step and ends with the weights of a run that was never stopped.
+    whole = local_job(tmp_path / "whole", args, replicas=2)
+    assert whole.returncode == 0, whole.tail()
+    expected, weights = (
+        load_file(str(d / "model" / "model.safetensors"))
+        for d in (whole.output_dir, job.output_dir)
+    )
+    assert max((weights[k] - expected[k]).abs().max().item() for k in expected) == 0.0

@@ -21,7 +21,7 @@ from typing import NoReturn
 
 import torch
 
-from trainer import cli, runtime
+from trainer import cli, preemption, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +82,9 @@ def run_worker(train: Callable[[], int]) -> int:
     """
     try:
         return train()
+    except preemption.Preempted as stop:
+        logger.warning(stop.message())
+        end_worker(preemption.EXIT_CODE)
     except cli.InputError as error:
         print(f"ERROR: {error}", file=sys.stderr)
         end_worker(2)
@@ -102,6 +105,7 @@ def worker_argv(extra: Sequence[str] = (), argv: Sequence[str] | None = None) ->
 
 def launch(job: Plan, argv: list[str]) -> int:
     """Run ``python -m trainer.task argv`` under torchrun on this node; the worst exit code."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
@@ -136,4 +140,9 @@ def launch(job: Plan, argv: list[str]) -> int:
         codes = [failure.exitcode for failure in error.failures.values()]
         logger.error("Training processes failed with exit codes %s", codes)
         return next((code for code in codes if code and code > 0), 1)
+    except SignalException as stop:
+        # SIGTERM (a preemption): the agent forwarded it and waited for its workers, which
+        # saved a checkpoint at an agreed step and exited. Non-zero: Vertex reruns the replica.
+        logger.warning("torchrun stopped its workers on %s: exiting for a restart", stop.sigval)
+        return preemption.EXIT_CODE
     return 0

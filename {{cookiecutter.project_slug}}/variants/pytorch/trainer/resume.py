@@ -4,7 +4,8 @@
 crashes on a truncated ``trainer_state.json``, weights file or ``optimizer.pt`` (or an empty
 newer ``checkpoint-N``) and silently starts a fresh optimizer when ``optimizer.pt`` is missing.
 So the Trainer writes to local disk, :class:`MirrorCheckpoints` copies each finished checkpoint
-to the checkpoint dir with the ``COMPLETE`` marker of ``trainer.checkpoints``, and at start the
+to the checkpoint dir with the ``COMPLETE`` marker of ``trainer.checkpoints``, in the background
+(``trainer.publisher``: training goes on while it crosses to ``/gcs/``), and at start the
 newest checkpoint that has its marker and passes :func:`validate` is copied back to local disk.
 
 On a job of several nodes each rank writes its own RNG state (``rng_state_<rank>.pth``) into
@@ -20,20 +21,19 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 
 import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 
-from trainer import checkpoints
+from trainer import checkpoints, preemption_hook, publisher
 
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 REQUIRED = ("optimizer.pt", "scheduler.pt")
 RNG_STATES = "rng_state_*.pth"  # one per rank (rng_state.pth when a single process trains)
-# Under DDP the time-based save is agreed on by all ranks, checked every this many steps.
-SYNC_EVERY_STEPS = 20
 
 
 def validate(path: str) -> None:
@@ -125,28 +125,34 @@ def restore_agreed(checkpoint_dir: str, local_root: str, looks: bool, device=Non
     return destination if step >= 0 else None
 
 
-def _agree(flag: bool, args) -> bool:
-    """Rank 0's ``flag`` on every rank, so that all ranks save the same checkpoints."""
-    if not _distributed():
-        return flag
-    value = torch.tensor([int(flag)], device=args.device)
-    dist.broadcast(value, src=0)
-    return bool(value.item())
-
-
 class MirrorCheckpoints(TrainerCallback):
-    """Publishes each checkpoint the Trainer saves locally; also saves every ``minutes``."""
+    """Publishes each checkpoint the Trainer saves locally; also saves every ``minutes``, and
+    at once on a preemption ``notice`` (then training stops: ``trainer.preemption_hook``)."""
 
-    def __init__(self, checkpoint_dir: str, minutes: float, keep: int = 2):
+    def __init__(self, checkpoint_dir: str, minutes: float, keep: int = 2, notice=None):
         self.checkpoint_dir = checkpoint_dir
         self.interval = checkpoints.Interval(minutes)
         self.keep = keep
+        self.notice = notice
+        self.cadence = preemption_hook.Cadence()
+        self.publisher = publisher.Publisher(checkpoint_dir, keep=keep)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if _distributed() and state.global_step % SYNC_EVERY_STEPS:
+        step = state.global_step
+        if not self.cadence.due(step):
             return control
-        if self.interval.seconds and _agree(self.interval.due(), args):
+        # Rank 0's clock decides a timed save; any rank's SIGTERM stops them all.
+        due = bool(self.interval.seconds) and state.is_world_process_zero and self.interval.due()
+        signalled = self.notice is not None and self.notice.received
+        values = [int(due), int(signalled), -self.cadence.proposal(step)]
+        due, stop, steps = preemption_hook.agree_max(values, getattr(args, "device", None))
+        self.cadence.agreed(step, -steps)
+        if not preemption_hook.on_notice(self.notice, stop, control) and due:
             control.should_save = True
+        return control
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        preemption_hook.skip_epoch_end(self.notice, control)
         return control
 
     def on_save(self, args, state, control, **kwargs):
@@ -156,8 +162,17 @@ class MirrorCheckpoints(TrainerCallback):
             self._gather_rng_states(source, state)
         self.interval.reset()
         if state.is_world_process_zero:
-            checkpoints.publish(source, self.checkpoint_dir, step, {"epoch": state.epoch})
-            checkpoints.prune(self.checkpoint_dir, keep=self.keep)
+            # A snapshot of hard links: the Trainer may delete its folder while it is copied.
+            snapshot = _linked_copy(
+                source, tempfile.mkdtemp(prefix="hf-checkpoint-", dir=args.output_dir)
+            )
+            self.publisher.submit(snapshot, step, {"epoch": state.epoch})
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        # The last checkpoint is complete before the export and before a preemption's exit.
+        if state.is_world_process_zero:
+            self.publisher.close()
         return control
 
     def _gather_rng_states(self, source: str, state) -> None:
@@ -181,3 +196,16 @@ class MirrorCheckpoints(TrainerCallback):
             checkpoints.copy_files(source, destination, names)
             shutil.rmtree(source, ignore_errors=True)  # nothing else of this node's is in it
         dist.barrier()
+
+
+def _linked_copy(source: str, destination: str) -> str:
+    """``source``'s files in ``destination`` as hard links (copies across file systems)."""
+    for folder, _, names in os.walk(source):
+        target = os.path.join(destination, os.path.relpath(folder, source))
+        os.makedirs(target, exist_ok=True)
+        for name in names:
+            try:
+                os.link(os.path.join(folder, name), os.path.join(target, name))
+            except OSError:
+                shutil.copy2(os.path.join(folder, name), os.path.join(target, name))
+    return destination

@@ -23,7 +23,16 @@ import torch.distributed as dist
 from transformers import DataCollatorWithPadding, TrainingArguments, set_seed
 from transformers.utils import logging as hf_logging
 
-from trainer import cli, data, distributed, reporting, resume, training_order
+from trainer import (
+    cli,
+    data,
+    distributed,
+    preemption,
+    preemption_hook,
+    reporting,
+    resume,
+    training_order,
+)
 from trainer import model as models
 from trainer.context import RunContext
 from trainer.metric import METRIC
@@ -184,6 +193,9 @@ def _argmax(logits, labels):
 
 
 def _train(args, ctx: RunContext, work_dir: str) -> int:
+    # SIGTERM (a preemption; torchrun's agent forwards it): save at the next agreed step, exit.
+    # Installed before data loader workers fork, which inherit it and so are not ended by it.
+    notice = preemption.Notice().install()
     # Data loader workers fork after the fast tokenizer ran; its threads must not be inherited.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     checkpoint_dir = ctx.checkpoint_dir.local()
@@ -225,7 +237,7 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
     report = reporting.ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0))
     callbacks = [
         report,
-        resume.MirrorCheckpoints(checkpoint_dir, args.checkpoint_minutes, KEEP_CHECKPOINTS),
+        resume.MirrorCheckpoints(checkpoint_dir, args.checkpoint_minutes, KEEP_CHECKPOINTS, notice),
         reporting.LogProgress(),
     ]
     if is_rank0:
@@ -245,6 +257,7 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
         callbacks=callbacks,
     )
     trainer.train(resume_from_checkpoint=resume_from)
+    preemption_hook.stopped_early(notice, trainer.state)
     reporting.report_final_model(trainer, report)
 
     if is_rank0:

@@ -1,6 +1,6 @@
 """The XGBoost job through the local emulator (the tools' pytest fixtures): 2 replicas in one
-XGBoost collective (tracker on the chief), and the preemption drill (the chief SIGKILLed after a
-checkpoint, the job rerun)."""
+XGBoost collective (tracker on the chief), and the preemption drills (the chief SIGKILLed after a
+checkpoint, or sent SIGTERM: it saves the next round; the job rerun)."""
 
 from __future__ import annotations
 
@@ -67,3 +67,23 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path, kill_a
     assert job.reported_steps("workerpool0-0") == [*range(done + 10, ROUNDS + 1, 10), ROUNDS]
     # ... so the final model equals an uninterrupted run's in rounds.
     assert final_rounds(job.output_dir) == (ROUNDS, ROUNDS)
+
+
+def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
+    tmp_path, kill_and_resume, local_job
+):
+    out = tmp_path / "out"
+    job = kill_and_resume(out, ARGS, replicas=2, restart_job=True, signal="TERM")
+    print(f"xgboost REPLICAS=2 SIGTERM drill: {job.seconds:.1f} s")
+    # Both replicas stopped after the same round; the chief saved it and both exited 143.
+    saved = [re.search(r"notice: saved checkpoint-(\d+)", x) for x in job.lines(attempt=1)]
+    rounds = int(next(match for match in saved if match).group(1))
+    worker = job.lines("workerpool1-0", attempt=1)
+    assert any(f"saved checkpoint-{rounds}, exiting" in x and "another" in x for x in worker)
+    # Not a round lost: the rerun continues from the round the notice saved ...
+    assert any(f"{rounds} rounds done" in x for x in job.lines(attempt=2))
+    # ... and ends with the trees of an uninterrupted run.
+    reference = local_job(tmp_path / "whole", ARGS, replicas=2)
+    assert reference.returncode == 0, reference.tail()
+    trees = [load_model(folder / "model")[0].get_dump() for folder in (out, tmp_path / "whole")]
+    assert len(trees[0]) == ROUNDS and trees[0] == trees[1]

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from trainer import runtime
+from trainer import preemption, runtime
 from trainer.cli import InputError
 
 logger = logging.getLogger(__name__)
@@ -28,6 +28,8 @@ BOOTSTRAP_TIMEOUT_S = 30 * 60
 TRACKER_RETRIES = 24
 # How long a restarted chief waits for its tracker port to be released.
 PORT_WAIT_S = 3 * 60
+# Trackers of a group left on a preemption notice: kept until the process ends (trainer.task).
+_LEFT_ON_NOTICE = []
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,13 @@ def group(cluster: runtime.Cluster) -> Iterator[Group]:
             f"CLUSTER_SPEC says {rank} of {world}"
         )
     logger.info("Joined the XGBoost collective as rank %d of %d", rank, world)
-    yield joined  # an exception here propagates without the handshake below
+    try:
+        yield joined  # an exception here propagates without the handshake below
+    except preemption.Preempted:
+        # Every replica stopped after the same round and exits now; freeing the tracker here
+        # would only log the closed connections of its peers.
+        _LEFT_ON_NOTICE.append(tracker)
+        raise
     collective.finalize()
     if tracker is not None:
         tracker.wait_for()

@@ -15,9 +15,10 @@ import time
 import pandas as pd
 import xgboost as xgb
 
-from trainer import cli, data, distributed, model, objectives, resume
+from trainer import cli, data, distributed, model, objectives, preemption, resume
 from trainer import schema as schemas
 from trainer.context import RunContext
+from trainer.preemption_hook import StopOnNotice, stopped_early
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         "seed": args.seed,
         "project": args.project,
     }
+    notice = preemption.Notice().install()  # SIGTERM: save at the next round, then exit
     started = time.monotonic()
     train_frame = data.read(args.train_data, "train", **read)
     # Every replica reads all eval rows: see evaluation_rows.
@@ -109,7 +111,10 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
 
         reporter = ctx.metric_reporter(tag)  # the chief's: one file writer
         start = resume.restore(checkpoint_dir, group, objective, schema, args.num_boost_round)
-        booster = boost(args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter)
+        booster = boost(
+            args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter, notice
+        )
+        stopped_early(notice, booster, args.num_boost_round)
 
         exported = booster
         stopping = resume.restored_early_stopping(booster) if args.early_stopping_rounds else None
@@ -166,8 +171,11 @@ def check_metric_defined(metric: str, labels, source: str, classes: list | None)
         )
 
 
-def boost(args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter) -> xgb.Booster:
-    """Boost the rounds still missing after ``start``, with checkpoints and metric reports."""
+def boost(
+    args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter, notice=None
+) -> xgb.Booster:
+    """Boost the rounds still missing after ``start``, with checkpoints and metric reports;
+    on a preemption ``notice``, stop after the round all replicas agree on, saved."""
     done = start.num_boosted_rounds() if start is not None else 0
     remaining = args.num_boost_round - done
     checkpointer = resume.Checkpointer(
@@ -182,6 +190,8 @@ def boost(args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter)
         model.MetricReporter(reporter, deval, EVAL_NAME, args.report_rounds, args.num_boost_round),
         checkpointer,
     ]
+    if notice is not None:  # last: a round that another callback stops needs no agreement
+        callbacks.append(StopOnNotice(notice, checkpointer, cluster.is_distributed))
     if resume.samples(params):
         # Before anything else of a round: the round's samples depend on the seed and round only.
         callbacks.insert(0, resume.SeedEachRound(args.seed))
