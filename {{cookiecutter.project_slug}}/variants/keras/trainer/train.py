@@ -1,14 +1,13 @@
 """Keras image classification: one code path for a laptop, one VM and a multi-worker job.
 
-The distribution strategy follows the cluster: MultiWorkerMirroredStrategy when TF_CONFIG names
-more than one training task, MirroredStrategy on one VM with several GPUs, else the default.
+The distribution strategy follows the cluster (distributed.py): MultiWorkerMirroredStrategy when
+TF_CONFIG names more than one training task, MirroredStrategy on one VM with several GPUs.
 ``model.fit`` runs with tf-keras (Keras 2), the multi-worker path TensorFlow tests; see model.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -19,64 +18,25 @@ import tempfile
 from trainer import quiet  # noqa: F401
 
 # isort: split
-import tensorflow as tf
 import tf_keras as keras
 
-from trainer import checkpoints, cli, data, hptune, model, passes, preemption, resume, runtime
+from trainer import (
+    checkpoints,
+    cli,
+    data,
+    distributed,
+    hptune,
+    model,
+    passes,
+    preemption,
+    resume,
+    runtime,
+)
 from trainer.context import RunContext
 from trainer.flags import DEFAULT_IMAGE_SIZE, SYNTHETIC_IMAGE_SIZE
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
-
-
-def make_strategy(cluster: runtime.Cluster) -> tf.distribute.Strategy:
-    """Pick the strategy; MultiWorkerMirroredStrategy must exist before any other TF op runs."""
-    if cluster.pool not in runtime.TRAINING_POOLS:
-        raise cli.InputError(
-            f"this replica is in {cluster.pool}, which MultiWorkerMirroredStrategy does not "
-            "use: pool 2 is for job.reduction_server (Google's image), pool 3 is not used"
-        )
-    if cluster.is_distributed:
-        used = {*runtime.TRAINING_POOLS, runtime.REDUCTION_SERVER_POOL}
-        extra = sorted(set(cluster.pools) - used)
-        if extra:
-            raise cli.InputError(
-                f"worker pools {', '.join(extra)} (evaluators) are not used by "
-                "MultiWorkerMirroredStrategy; remove them from vertex.yaml"
-            )
-        if cluster.tf_config is None:
-            raise cli.InputError(
-                f"{cluster.num_nodes} training replicas but no TF_CONFIG: "
-                "MultiWorkerMirroredStrategy needs it (Vertex sets it on multi-replica jobs)"
-            )
-        if not cluster.reducers:
-            return tf.distribute.MultiWorkerMirroredStrategy()
-        # Reduction Server: Vertex lists it as "ps", which TensorFlow must not see (it would
-        # wait on it as its coordination leader), and only NCCL's all-reduce reaches it (Google's
-        # plugin), while TensorFlow's AUTO picks its own ring. No GPUs, no NCCL: the reducers idle.
-        os.environ["TF_CONFIG"] = json.dumps(runtime.training_tf_config(cluster.tf_config))
-        gpus = bool(tf.config.list_physical_devices("GPU"))
-        how = "NCCL all-reduce" if gpus else "no GPUs, so no NCCL: they idle"
-        logger.info("Reduction Server: %d replica(s), %s", len(cluster.reducers), how)
-        options = tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.NCCL
-        )
-        return tf.distribute.MultiWorkerMirroredStrategy(
-            communication_options=options if gpus else None
-        )
-    if len(tf.config.list_physical_devices("GPU")) > 1:
-        return tf.distribute.MirroredStrategy()
-    return tf.distribute.get_strategy()
-
-
-def _strategy_name(strategy: tf.distribute.Strategy) -> str:
-    # tf.distribute.MultiWorkerMirroredStrategy's class is named CollectiveAllReduceStrategy.
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return "MultiWorkerMirroredStrategy"
-    if isinstance(strategy, tf.distribute.MirroredStrategy):
-        return "MirroredStrategy"
-    return "Default strategy"
 
 
 class Evaluate(keras.callbacks.Callback):
@@ -119,31 +79,6 @@ def _checkpoint_root(checkpoint_dir: str, cluster: runtime.Cluster) -> str:
     return checkpoint_dir
 
 
-def chief_first(consensus: resume.Consensus, is_chief: bool):
-    """``call(action)``: the chief runs ``action`` while the other tasks wait, then they do;
-    returns its result.
-
-    For work on shared storage, such as preparing a TFDS dataset: the others then find it done.
-    An input error on the chief stops every task (without waiting forever for it).
-    """
-
-    def call(action):
-        result, failure = None, None
-        if is_chief:
-            try:
-                result = action()
-            except cli.InputError as error:
-                failure = error
-        chief_failed = consensus.any(failure is not None)  # the other tasks wait here
-        if failure is not None:
-            raise failure
-        if chief_failed:
-            raise cli.InputError("the chief could not prepare the input data (see its log)")
-        return result if is_chief else action()
-
-    return call
-
-
 def run(args: argparse.Namespace, ctx: RunContext) -> int:
     # TensorFlow logs every collective op and checkpoint shard at INFO: keep our lines readable.
     for name in ("tensorflow", "absl"):
@@ -151,7 +86,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
     cluster = ctx.cluster
     # The model dir and TensorBoard logs stay as given: TensorFlow writes gs:// URIs itself.
     checkpoint_dir = ctx.checkpoint_dir.local()
-    strategy = make_strategy(cluster)
+    strategy = distributed.make_strategy(cluster)
     # SIGTERM: save at the next agreed batch, then exit. Installed after the strategy, whose
     # coordination service installs TensorFlow's own SIGTERM handler (it only logs the signal).
     notice = preemption.Notice().install()
@@ -172,7 +107,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         args.synthetic_examples,
         args.synthetic_classes,
         args.tfds_data_dir,
-        chief_first(consensus, cluster.is_chief),
+        distributed.chief_first(consensus, cluster.is_chief),
     )
     data.log_summary(train_source, eval_source)
     if not eval_source.size:
@@ -186,7 +121,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
     )
     logger.info(
         "%s on %s: %d replica(s), global batch %d (%d per replica), %d steps per epoch",
-        _strategy_name(strategy),
+        distributed.strategy_name(strategy),
         f"{cluster.task_type} {cluster.index}" if cluster.is_distributed else "one task",
         replicas,
         global_batch,
