@@ -55,6 +55,8 @@ if os.environ.get("STOP_AFTER_CHECKPOINT"):
     def _on_save_then_stop(self, args, state, control, **kwargs):
         result = _on_save(self, args, state, control, **kwargs)
         if state.global_step == int(os.environ["STOP_AFTER_CHECKPOINT"]):
+            if state.is_world_process_zero:
+                self.publisher.wait()  # published in the background: complete before the end
             if dist.is_available() and dist.is_initialized():
                 dist.barrier()  # rank 0 has published the checkpoint with its marker
             os._exit(137)
