@@ -68,7 +68,6 @@ class TrainingState:
         self.model = model
         self.root = root
         self.consensus = consensus
-        self.keep = keep
         self.publisher = publisher.Publisher(root, keep=keep)
         self._checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
 

@@ -22,6 +22,8 @@ COPY_IGNORE = shutil.ignore_patterns(
     "outputs", "build", "dist", ".venv", ".git", "__pycache__", ".pytest_cache", "*.egg-info"
 )
 SNAPSHOT = "0" * 40
+# The command exactly as README.md shows it (run below, through bash).
+README_COMMAND = 'make train-local ARGS="--model-name-or-path=google/bert_uncased_L-2_H-128_A-2"'
 
 
 def readme_hub_command() -> str:
@@ -33,8 +35,7 @@ def readme_hub_command() -> str:
 @pytest.mark.slow
 def test_readme_pretrained_model_command_runs_as_written(tiny_bert, tmp_path):
     command = readme_hub_command()
-    hub_id = "google/bert_uncased_L-2_H-128_A-2"
-    assert command == f'make train-local ARGS="--model-name-or-path={hub_id}"'
+    assert command == README_COMMAND
     model_id = re.search(r"--model-name-or-path=([^\"\s]+)", command).group(1)
     cache = tmp_path / "hf" / "hub" / ("models--" + model_id.replace("/", "--"))
     shutil.copytree(tiny_bert, cache / "snapshots" / SNAPSHOT)

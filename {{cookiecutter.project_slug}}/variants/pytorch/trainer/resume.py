@@ -132,7 +132,6 @@ class MirrorCheckpoints(TrainerCallback):
     def __init__(self, checkpoint_dir: str, minutes: float, keep: int = 2, notice=None):
         self.checkpoint_dir = checkpoint_dir
         self.interval = checkpoints.Interval(minutes)
-        self.keep = keep
         self.notice = notice
         self.cadence = preemption_hook.Cadence()
         self.publisher = publisher.Publisher(checkpoint_dir, keep=keep)
