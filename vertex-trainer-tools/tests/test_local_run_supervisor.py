@@ -394,3 +394,39 @@ def test_the_drill_names_the_saved_checkpoints_in_step_order():
         "checkpoint-150",
         "chief-0/checkpoint-3",
     ]
+
+
+COUNT_SIGTERMS = """
+import os, signal, subprocess, sys, time
+state, role = sys.argv[1], sys.argv[2]
+def count(signum, frame):
+    with open(os.path.join(state, role), "a") as handle:
+        handle.write("TERM\\n")
+signal.signal(signal.SIGTERM, count)
+if role == "leader":
+    for child, session in (("child", False), ("escaped", True)):
+        subprocess.Popen([sys.executable, "-c", sys.argv[3], state, child], start_new_session=session)
+open(os.path.join(state, role + ".ready"), "w").close()
+time.sleep(60)
+"""
+
+
+def test_a_sigterm_reaches_each_process_of_the_replica_once(tmp_path):
+    """torchrun's agent raises on every SIGTERM: a second one lands in its cleanup (exit 1)."""
+    env = {**os.environ, "CLOUD_ML_JOB_ID": new_job_id(), "CLUSTER_SPEC": "{}"}
+    command = [sys.executable, "-c", COUNT_SIGTERMS, str(tmp_path), "leader", COUNT_SIGTERMS]
+    process = subprocess.Popen(command, env=env, start_new_session=True)
+    handle = launcher.ProcessHandle(process, env)
+    try:
+        roles = ("leader", "child", "escaped")
+        deadline = time.monotonic() + 30
+        while not all((tmp_path / f"{r}.ready").exists() for r in roles):
+            assert time.monotonic() < deadline, "the replica's processes did not start"
+            time.sleep(0.05)
+        handle.signal(signal.SIGTERM)
+        time.sleep(1.0)
+        counts = {r: (tmp_path / r).read_text().split() for r in roles if (tmp_path / r).exists()}
+        assert counts == {r: ["TERM"] for r in roles}
+    finally:
+        handle.signal(signal.SIGKILL)
+        process.wait()

@@ -118,6 +118,13 @@ def _session(pid: int) -> int | None:
         return None
 
 
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def replica_processes(env: Mapping[str, str], session: int) -> dict[int, float]:
     """Live processes (not this one) of a replica: {pid: start time}.
 
@@ -203,7 +210,9 @@ class ProcessHandle:
             os.killpg(self.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
-        self._signal_found(signum)
+        # Once per process: a second SIGTERM can land in a trainer's cleanup after it has
+        # handled the first (torchrun's agent raises on every one it gets).
+        self._signal_found(signum, skip_group=True)
         if signum != signal.SIGKILL:
             return
         # SIGKILL is delivered asynchronously, and a dying process loses its environment before
@@ -217,11 +226,12 @@ class ProcessHandle:
             time.sleep(POLL_SECONDS)
             self._signal_found(signum)
 
-    def _signal_found(self, signum: int) -> None:
+    def _signal_found(self, signum: int, skip_group: bool = False) -> None:
         found = replica_processes(self._env, session=self.pid)
         self._seen.update(found)
         for pid in found:
-            _kill(pid, signum)
+            if not (skip_group and _group(pid) == self.pid):
+                _kill(pid, signum)
 
 
 def _kill(pid: int, signum: int) -> None:

@@ -145,4 +145,8 @@ def launch(job: Plan, argv: list[str]) -> int:
         # saved a checkpoint at an agreed step and exited. Non-zero: Vertex reruns the replica.
         logger.warning("torchrun stopped its workers on %s: exiting for a restart", stop.sigval)
         return preemption.EXIT_CODE
+    finally:
+        # torchrun leaves its handler in place, which raises on a SIGTERM in the cleanup that
+        # follows (a traceback and exit 1). The workers are gone: a notice now changes nothing.
+        preemption.Notice().install()
     return 0
