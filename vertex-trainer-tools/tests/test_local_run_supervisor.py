@@ -405,7 +405,8 @@ def count(signum, frame):
 signal.signal(signal.SIGTERM, count)
 if role == "leader":
     for child, session in (("child", False), ("escaped", True)):
-        subprocess.Popen([sys.executable, "-c", sys.argv[3], state, child], start_new_session=session)
+        command = [sys.executable, "-c", sys.argv[3], state, child]
+        subprocess.Popen(command, start_new_session=session)
 open(os.path.join(state, role + ".ready"), "w").close()
 time.sleep(60)
 """
