@@ -8,6 +8,8 @@ a hypertune metric in /tmp/hypertune/output.metrics, a ``docker kill`` once a ch
 complete and a second container that resumes from it. XGBoost also runs ``make train-local
 IMAGE=1 REPLICAS=2``: the local runner's chief and worker containers on a network of the job,
 training through the collective, and its kill drill (``docker kill``, restart, the same model).
+Keras and PyTorch run 2-replica jobs of containers in which only the chief gets a preemption
+notice (``docker kill --signal=TERM``): both save the same step, then resume from it.
 
 Select with ``-m images``. Without a Docker engine (or root and debootstrap for the base) the
 tests skip with the reason; under CI (``CI=true``) that is a failure instead, since ``.ci/run``
@@ -339,11 +341,11 @@ def default_image(image, tmp_path):
         docker("image", "rm", image_ref)  # the tag only: the image is the session's
 
 
-def train_local(project: Path, config: Path, *variables: str) -> str:
+def train_local(project: Path, config: Path, *variables: str, args: str = CLUSTER_ARGS) -> str:
     """``make train-local IMAGE=1 ...`` in the (temporary) baked project; its output."""
     command = ["make", "train-local", f"PYTHON={sys.executable}", f"CONFIG={config}", "IMAGE=1"]
     result = subprocess.run(
-        [*command, f"ARGS={CLUSTER_ARGS}", *variables],
+        [*command, f"ARGS={args}", *variables],
         cwd=project,
         capture_output=True,
         text=True,
@@ -412,3 +414,35 @@ def test_xgboost_cluster_of_containers_and_its_kill_drills(default_image):
     assert re.search(rf"workerpool0-0 \| .*checkpoint-{saved[1]}: {saved[1]} rounds done", noticed)
     assert last_metric(folder, metric) == expected, "the resumed job ended with another model"
     assert not left_behind(noticed), "containers or networks left behind"
+
+
+# Two replicas that train for a while after the first checkpoint, so the notice lands mid-run.
+NOTICE_ARGS = {
+    "keras": " ".join(VARIANTS["keras"]["args"]).replace("--epochs=6", "--epochs=3"),
+    "pytorch": " ".join(VARIANTS["pytorch"]["args"]),
+}
+
+
+@pytest.mark.parametrize("image", list(NOTICE_ARGS), indirect=True)
+def test_preemption_notice_to_one_container_of_a_cluster(default_image, image):
+    """``make train-local IMAGE=1 REPLICAS=2 KILL_AFTER=checkpoint KILL_SIGNAL=TERM``: only the
+    chief's container gets SIGTERM (``docker kill --signal=TERM``) while the worker trains on;
+    both save the same agreed step, the job restarts and resumes from it, and exports."""
+    project, config = default_image
+    framework = image[0]
+    output = train_local(
+        project, config, "REPLICAS=2", "KILL_AFTER=checkpoint", "KILL_SIGNAL=TERM",
+        args=NOTICE_ARGS[framework],
+    )  # fmt: skip
+    folder = (project / "outputs/local/latest").resolve()
+    assert "kill drill: SIGTERM to workerpool0-0" in output, output[-6000:]
+    assert "kill drill: workerpool0-0 exited 143" in output, output[-6000:]
+    assert not re.search(r"kill drill: \S+ still running", output), output[-6000:]
+    # The worker got no signal: it learned of the notice from the chief, at the same step.
+    saved = dict(re.findall(r"^(workerpool\d-0) \| .*notice: saved checkpoint-(\d+)", output, re.M))
+    assert set(saved) == {"workerpool0-0", "workerpool1-0"}, output[-6000:]
+    assert len(set(saved.values())) == 1, saved
+    assert re.search(r"^workerpool1-0 \| .*SIGTERM reached another replica", output, re.M)
+    assert re.search(rf"^workerpool0-0 \| .*{VARIANTS[framework]['resumed']}", output, re.M)
+    assert list((folder / "model").rglob(VARIANTS[framework]["export"])), output[-4000:]
+    assert not left_behind(output), "containers or networks left behind"
