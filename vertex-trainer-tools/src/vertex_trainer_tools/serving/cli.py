@@ -25,6 +25,13 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools predict-local"
         "--model-dir", default=DEFAULT_MODEL_DIR, help=f"the export (default {DEFAULT_MODEL_DIR})"
     )
     args = parser.parse_args(argv)
+    if not args.instances:
+        print(
+            "ERROR: --instances: no request file given (e.g. make predict-local "
+            "INSTANCES=instances.json)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         body = serving.read_request(args.instances)
         response = serving.predict(args.model_dir, body)

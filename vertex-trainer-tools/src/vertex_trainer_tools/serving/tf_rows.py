@@ -17,6 +17,7 @@ TensorFlow is imported inside ``predict()``: it is the project's, never the tool
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,7 @@ def rows(outputs: dict[str, Any]) -> list:
 
 
 def predict(model_dir: str | Path, body: dict[str, Any]) -> dict[str, Any]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up banners: stdout stays JSON
     import tensorflow as tf
 
     loaded = tf.saved_model.load(str(model_dir))
