@@ -45,6 +45,14 @@ def test_a_bad_request_file_is_one_error_line_and_exit_2(tmp_path, capsys, conte
     assert err.startswith(f"ERROR: {path}: ") and why in err and err.count("\n") == 1, err
 
 
+def test_make_predict_local_without_instances_says_how_to_give_them(capsys):
+    assert cli.main(["--instances="]) == 2  # what `make predict-local` passes without INSTANCES
+    assert capsys.readouterr().err == (
+        "ERROR: --instances: no request file given "
+        "(e.g. make predict-local INSTANCES=instances.json)\n"
+    )
+
+
 def test_a_model_dir_without_an_artifact_is_one_error_line_and_exit_2(tmp_path):
     request = tmp_path / "instances.json"
     request.write_text('{"instances": [[1.0, 2.0]]}')
