@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "build-push": ("build", ("build-push",), "build and push"),
     "base-image": ("base_image", (), "make an offline stand-in base image (debootstrap)"),
     "gcp-setup": ("gcp_setup", (), "enable the APIs, create the bucket and registry if missing"),
+    "predict-local": ("serving.cli", (), "answer a Vertex prediction request with a model here"),
 }
 
 

@@ -9,8 +9,9 @@ attempt, its hypertune metrics, the job folder):
         job = kill_and_resume(tmp_path / "job", ["--epochs=2"], replicas=2)
         assert "Resuming from" in "\\n".join(job.lines(attempt=2))
 
-A user who changes the model keeps these drills on their own code. ``project_image`` builds the
-project's own image for the same fixtures' ``runner_args=["--image=..."]`` (containers).
+A user who changes the model keeps these drills on their own code; ``serve_model`` answers a
+Vertex prediction request with an exported model as its container would. ``project_image``
+builds the project's own image for the same fixtures' ``runner_args=["--image=..."]``.
 """
 
 from __future__ import annotations
@@ -135,6 +136,22 @@ def hpt_trial(local_job):
         job = local_job(output_dir, trainer_args, runner_args=runner_args, **options)
         job.trial = str(trial)
         return job
+
+    return run
+
+
+@pytest.fixture
+def serve_model():
+    """``serve_model(model_dir, instances, **fields)``: the response, ``{"predictions": [...]}``, of
+    the export in ``model_dir`` to the Vertex request ``{"instances": instances, **fields}``.
+
+    Served the way its prebuilt container serves it, by the code of ``make predict-local``
+    (``vertex_trainer_tools.serving``): compare it with what the trainer's own code predicts.
+    """
+    from vertex_trainer_tools import serving
+
+    def run(model_dir: str | Path, instances: Sequence, **fields) -> dict:
+        return serving.predict(model_dir, {"instances": list(instances), **fields})
 
     return run
 
