@@ -45,7 +45,7 @@ ELSEWHERE = [
         "vertex-trainer-tools' tests/test_submit.py (the Vertex REST stand-in)",
     ),
     (
-        r"^make upload-model JOB=",
+        r"^make upload-model '?JOB=",
         "vertex-trainer-tools' tests/test_model_upload.py (the Vertex REST stand-in)",
     ),
 ]

@@ -130,6 +130,7 @@ def test_a_second_upload_is_a_new_version_of_the_first_model(project, tmp_path):
     export = export_of(project)
     first = job_folder(project, "first-20260101-120000", export)
     second = job_folder(project, "second-20260102-120000", export, metric=0.9)
+    dry = make(project, offline_env(tmp_path), "upload-model", "DRY_RUN=1", f"JOB={first}")
     with FakeGoogleCloud() as server:
         one = upload(project, tmp_path, server, "upload-model", f"JOB={first}")
         assert one.returncode == 0, one.stderr
@@ -140,6 +141,7 @@ def test_a_second_upload_is_a_new_version_of_the_first_model(project, tmp_path):
     assert three.returncode == 0, three.stderr
     bodies = uploaded(server)
     assert len(bodies) == 2 and "parentModel" not in bodies[0]
+    assert bodies[0]["model"] == json.loads(dry.stdout)["model"], "the dry run is what is sent"
     ((name, versions),) = server.models.items()
     assert bodies[1]["parentModel"] == name and len(versions) == 2
     assert f"version 2 (new version of {name})" in three.stdout
