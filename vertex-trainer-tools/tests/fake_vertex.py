@@ -8,7 +8,8 @@ Point the tool at it with ``VERTEX_API_ENDPOINT=<server.url>``. It answers:
   experiments: ``GET .../metadataStores/default/contexts/<id>``; the Model Registry:
   ``GET .../models?filter=display_name="X"``, ``POST .../models:upload`` (a new model, or a new
   version of ``parentModel``; the operation is done at once) and ``GET .../operations/<n>``;
-- Cloud Storage (JSON API): bucket metadata with ``bucket_location``, multipart uploads;
+- Cloud Storage (JSON API): bucket metadata with ``bucket_location``, multipart uploads, and
+  listing them (``model_files``: each created job "writes" those files to its ``model/``);
 - Artifact Registry (Docker registry API): ``HEAD /v2/<path>/manifests/<tag>``, found when the
   image is in ``images`` (``None``: every image exists).
 
@@ -35,6 +36,7 @@ CONTEXT = re.compile(
 MODELS = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+)/models(:upload)?$")
 OPERATION = re.compile(r"^/v1/(projects/.+/operations/\d+)$")
 BUCKET = re.compile(r"^/storage/v1/b/([^/]+)$")
+OBJECTS = re.compile(r"^/storage/v1/b/([^/]+)/o$")
 UPLOAD = re.compile(r"^/upload/storage/v1/b/([^/]+)/o$")
 MANIFEST = re.compile(r"^/v2/(.+)/manifests/([^/]+)$")
 
@@ -50,6 +52,7 @@ class FakeGoogleCloud:
         bucket_location: str = "US-CENTRAL1",
         buckets: set[str] | None = None,
         images: set[str] | None = None,
+        model_files: tuple[str, ...] = (),
     ):
         self.end_state = end_state
         self.polls_before_end = polls_before_end
@@ -57,6 +60,7 @@ class FakeGoogleCloud:
         self.bucket_location = bucket_location
         self.buckets = buckets
         self.images = images
+        self.model_files = model_files
         self.requests: list[tuple[str, str, object]] = []
         self.jobs: dict[str, dict] = {}
         self.polls: dict[str, int] = {}
@@ -102,6 +106,11 @@ class FakeGoogleCloud:
             self.requests.append((method, path, parsed))
             if match := MODELS.match(path):
                 return self._model_registry(method, match, parsed, parse_qs(query))
+            if method == "GET" and (match := OBJECTS.match(path)):
+                bucket, prefix = match.group(1), parse_qs(query).get("prefix", [""])[0]
+                names = [u[len(f"gs://{bucket}/") :] for u in self.uploads]
+                items = [{"name": n, "bucket": bucket} for n in names if n.startswith(prefix)]
+                return 200, {"kind": "storage#objects", "items": items}
             return self._route(method, path, parsed)
 
     def _model_registry(self, method: str, match, body, query) -> tuple[int, object]:
@@ -140,6 +149,9 @@ class FakeGoogleCloud:
             project, location, kind = match.groups()
             name = f"projects/{project}/locations/{location}/{kind}/{len(self.jobs) + 1000}"
             self.jobs[name] = {**body, "name": name, "state": "JOB_STATE_PENDING"}
+            output = body.get("jobSpec", {}).get("baseOutputDirectory", {}).get("outputUriPrefix")
+            for file in self.model_files if output else ():
+                self.uploads[f"{output}/model/{file}"] = b""
             self.polls[name] = 0
             return 200, self.jobs[name]
         if method == "GET" and (match := JOB.match(path)):

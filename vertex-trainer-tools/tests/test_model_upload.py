@@ -161,9 +161,13 @@ def test_a_vertex_job_uploads_its_base_output_dir_model_once_it_succeeded(projec
     job = {"displayName": "x", "jobSpec": {"baseOutputDirectory": {"outputUriPrefix": "gs://b/r"}}}
     with FakeGoogleCloud() as server:
         server.jobs[name], server.polls[name] = {**job, "name": name}, 0
+        server.uploads["gs://b/r/model/saved_model.pb"] = b""  # not what XGBoost's image loads
+        wrong = upload(project, tmp_path, server, "upload-model", "JOB=4242")
+        server.uploads = {f"gs://b/r/model/{export_of(project)}": b""}
         run = upload(project, tmp_path, server, "upload-model", "JOB=4242")
         server.end_state = "JOB_STATE_FAILED"
         failed = upload(project, tmp_path, server, "upload-model", f"JOB={name}")
+    assert wrong.returncode == 2 and "gs://b/r/model: not " in errors(wrong)[0]
     assert run.returncode == 0, run.stderr
     (body,) = uploaded(server)
     assert body["model"]["artifactUri"] == "gs://b/r/model"
@@ -212,7 +216,7 @@ def test_an_export_the_serving_image_cannot_load_is_refused(project, tmp_path):
 
 
 def test_submit_upload_chains_the_upload_after_success_only(project, tmp_path):
-    with FakeGoogleCloud() as server:
+    with FakeGoogleCloud(model_files=(export_of(project),)) as server:
         run = upload(project, tmp_path, server, "submit", "UPLOAD=1")
         server.end_state = "JOB_STATE_FAILED"
         failed = upload(project, tmp_path, server, "submit", "UPLOAD=1")

@@ -155,20 +155,38 @@ def local_metric(cfg: config_lib.Config, folder: Path) -> float | None:
         return None
 
 
-def artifact_problem(image: str, model_dir: str | Path) -> str:
-    """'' when the local ``model_dir`` holds the file ``image`` serves, else why not (one line).
+def artifact_problem(image: str, model_dir: str | Path, files: set[str] | None = None) -> str:
+    """'' when ``model_dir`` holds the file ``image`` serves, else why not (one line).
+    ``files``: the names in a Cloud Storage folder; None: list the local ``model_dir``.
     Images this table does not know (custom containers) are not checked."""
-    if not Path(model_dir).is_dir():
-        return f"{model_dir}: no such folder (the job's model/, e.g. outputs/local/latest/model)"
-    for marker, files, what in ARTIFACTS:
+    if files is None:
+        if not Path(model_dir).is_dir():
+            return (
+                f"{model_dir}: no such folder (the job's model/, e.g. outputs/local/latest/model)"
+            )
+        files = {path.name for path in Path(model_dir).iterdir() if path.is_file()}
+    for marker, served, what in ARTIFACTS:
         if marker in image:
-            if any((Path(model_dir) / name).is_file() for name in files):
+            if files & set(served):
                 return ""
             return (
                 f"{model_dir}: not {what}: {image.rsplit('/', 1)[-1]} serves a folder with "
-                f"{' or '.join(files)} (set model.serving_image to the image of this export)"
+                f"{' or '.join(served)} (set model.serving_image to the image of this export)"
             )
     return ""
+
+
+def bucket_files(client, uri: str) -> set[str] | None:
+    """The names of the objects right under the ``gs://`` folder ``uri`` (None: unreadable)."""
+    from google.api_core import exceptions
+
+    bucket, _, prefix = uri[len("gs://") :].partition("/")
+    try:
+        names = [blob.name for blob in client.list_blobs(bucket, prefix=f"{prefix}/")]
+    except exceptions.GoogleAPICallError as error:
+        print(f"WARNING: cannot list {uri} ({error.message}): not checked", file=sys.stderr)
+        return None
+    return {name[len(prefix) + 1 :] for name in names if "/" not in name[len(prefix) + 1 :]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,10 +311,12 @@ def upload_model(cfg: config_lib.Config, job: str = "", *, dry_run: bool = False
     if options.get("metric") is not None:
         source.metric = options["metric"]
     artifact_uri = source.model_dir
-    if source.local:
-        problem = artifact_problem(cfg.model.serving_image, source.model_dir)
+    files = None if source.local else bucket_files(clients.storage(), source.model_dir)
+    if source.local or files is not None:
+        problem = artifact_problem(cfg.model.serving_image, source.model_dir, files)
         if problem:
             raise SubmitError(problem)
+    if source.local:
         artifact_uri = f"{cfg.staging_bucket}/models/{source.job_id}/model"
     if source.metric is None and cfg.hpt is not None:
         print(
