@@ -71,7 +71,8 @@ def parse_args(argv: list[str], prog: str) -> argparse.Namespace:
         description="Upload a job's model to the Vertex AI Model Registry (model: in vertex.yaml).",
         epilog=(
             "JOB: a Vertex CustomJob id (make submit prints it) or resource name, or a local job "
-            f"folder; default: the newest local job ({JOBS_ROOT}/latest, from make train-local). "
+            f"folder; default (or 'latest'): the newest local job ({JOBS_ROOT}/latest, from make "
+            "train-local). "
             "A local model is copied to <staging_bucket>/models/<job>/model first."
         ),
     )
@@ -95,7 +96,7 @@ def find_source(cfg: config_lib.Config, job: str, jobs_root: str, clients) -> So
     """The model of ``job``: a Vertex job id or name, a local job folder, or the newest one."""
     if re.fullmatch(r"\d+", job) or JOB_NAME_RE.match(job):
         return vertex_source(cfg, job, clients)
-    if not job:
+    if job in ("", folders.LATEST):
         folder = folders.read_latest(jobs_root)
         if folder is None:
             raise SubmitError(
