@@ -44,6 +44,10 @@ ELSEWHERE = [
         r"^make (submit|submit-hpt)$",
         "vertex-trainer-tools' tests/test_submit.py (the Vertex REST stand-in)",
     ),
+    (
+        r"^make upload-model '?JOB=",
+        "vertex-trainer-tools' tests/test_model_upload.py (the Vertex REST stand-in)",
+    ),
 ]
 # Need Google Cloud itself: credentials, a bucket, BigQuery.
 CLOUD_ONLY = r"^gcloud |gs://|bq://"
@@ -121,12 +125,17 @@ def run(command: str, project: Path) -> subprocess.CompletedProcess:
 def test_readme_command_runs_as_written(tmp_path, command):
     project = tmp_path / PROJECT.name
     shutil.copytree(PROJECT, project, ignore=COPY_IGNORE)
-    if "outputs/local/latest" in command:  # it reads the model of a previous local run
-        run("make train-local", project)
+    if "outputs/local/latest" in command or command.startswith("make upload-model"):
+        run("make train-local", project)  # it reads the model of a previous local run
     result = run(command, project)
     if command == "make submit DRY_RUN=1":
         request = json.loads(result.stdout)
         assert request["jobSpec"]["workerPoolSpecs"], "no worker pool in the request"
+    if command == "make upload-model DRY_RUN=1":  # the newest job's model, as Vertex gets it
+        from google.cloud import aiplatform_v1
+
+        request = aiplatform_v1.UploadModelRequest.from_json(result.stdout)
+        assert request.model.labels["job_id"] and request.model.container_spec.image_uri
     if command == "make gcp-setup DRY_RUN=1":
         assert result.stdout.rstrip().endswith("(dry run: nothing was changed)")
     if command.startswith("python -m trainer.task") and "--job-dir=" in command:

@@ -5,8 +5,11 @@ Point the tool at it with ``VERTEX_API_ENDPOINT=<server.url>``. It answers:
 - Vertex AI: ``POST /v1/projects/P/locations/L/{customJobs,hyperparameterTuningJobs}`` stores
   the body and returns it with a ``name``; ``GET /v1/<name>`` echoes it with the state moving
   PENDING -> RUNNING (``polls_before_end`` times) -> ``end_state`` (an ``error`` when it failed);
-  experiments: ``GET .../metadataStores/default/contexts/<id>``;
-- Cloud Storage (JSON API): bucket metadata with ``bucket_location``, multipart uploads;
+  experiments: ``GET .../metadataStores/default/contexts/<id>``; the Model Registry:
+  ``GET .../models?filter=display_name="X"``, ``POST .../models:upload`` (a new model, or a new
+  version of ``parentModel``; the operation is done at once) and ``GET .../operations/<n>``;
+- Cloud Storage (JSON API): bucket metadata with ``bucket_location``, multipart uploads, and
+  listing them (``model_files``: each created job "writes" those files to its ``model/``);
 - Artifact Registry (Docker registry API): ``HEAD /v2/<path>/manifests/<tag>``, found when the
   image is in ``images`` (``None``: every image exists).
 
@@ -19,7 +22,7 @@ import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 JOB_COLLECTION = re.compile(
     r"^/v1/projects/([^/]+)/locations/([^/]+)/(customJobs|hyperparameterTuningJobs)$"
@@ -30,7 +33,10 @@ JOB = re.compile(
 CONTEXT = re.compile(
     r"^/v1/(projects/[^/]+/locations/[^/]+/metadataStores/default/contexts/[^/]+)$"
 )
+MODELS = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+)/models(:upload)?$")
+OPERATION = re.compile(r"^/v1/(projects/.+/operations/\d+)$")
 BUCKET = re.compile(r"^/storage/v1/b/([^/]+)$")
+OBJECTS = re.compile(r"^/storage/v1/b/([^/]+)/o$")
 UPLOAD = re.compile(r"^/upload/storage/v1/b/([^/]+)/o$")
 MANIFEST = re.compile(r"^/v2/(.+)/manifests/([^/]+)$")
 
@@ -46,6 +52,7 @@ class FakeGoogleCloud:
         bucket_location: str = "US-CENTRAL1",
         buckets: set[str] | None = None,
         images: set[str] | None = None,
+        model_files: tuple[str, ...] = (),
     ):
         self.end_state = end_state
         self.polls_before_end = polls_before_end
@@ -53,10 +60,13 @@ class FakeGoogleCloud:
         self.bucket_location = bucket_location
         self.buckets = buckets
         self.images = images
+        self.model_files = model_files
         self.requests: list[tuple[str, str, object]] = []
         self.jobs: dict[str, dict] = {}
         self.polls: dict[str, int] = {}
         self.uploads: dict[str, bytes] = {}
+        self.models: dict[str, list[dict]] = {}  # model name -> its versions, as uploaded
+        self.operations: dict[str, dict] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -88,19 +98,60 @@ class FakeGoogleCloud:
 
     # -- request handling ---------------------------------------------------------------
 
-    def _answer(self, method: str, path: str, body: bytes) -> tuple[int, object]:
+    def _answer(self, method: str, path: str, body: bytes, query: str = "") -> tuple[int, object]:
         parsed: object = body
         if body and not path.startswith("/upload/"):
             parsed = json.loads(body)
         with self._lock:
             self.requests.append((method, path, parsed))
+            if match := MODELS.match(path):
+                return self._model_registry(method, match, parsed, parse_qs(query))
+            if method == "GET" and (match := OBJECTS.match(path)):
+                bucket, prefix = match.group(1), parse_qs(query).get("prefix", [""])[0]
+                names = [u[len(f"gs://{bucket}/") :] for u in self.uploads]
+                items = [{"name": n, "bucket": bucket} for n in names if n.startswith(prefix)]
+                return 200, {"kind": "storage#objects", "items": items}
             return self._route(method, path, parsed)
 
+    def _model_registry(self, method: str, match, body, query) -> tuple[int, object]:
+        parent, upload = match.groups()
+        if method == "GET" and not upload:
+            wanted = re.findall(r'display_name="(.*)"', query.get("filter", [""])[0])
+            models = [
+                {**versions[-1], "name": name}
+                for name, versions in self.models.items()
+                if name.startswith(parent) and versions[-1]["displayName"] in wanted
+            ]
+            return 200, {"models": models}
+        if method != "POST" or not upload:
+            return 404, _error(404, f"fake: no route for {method} models{upload or ''}")
+        name = body.get("parentModel") or f"{parent}/models/{len(self.models) + 1}"
+        if name not in self.models and body.get("parentModel"):
+            return 404, _error(404, f"{name} not found")
+        self.models.setdefault(name, []).append(body["model"])
+        operation = f"{parent}/operations/{len(self.operations) + 1}"
+        self.operations[operation] = {
+            "name": operation,
+            "done": True,
+            "response": {
+                "@type": "type.googleapis.com/google.cloud.aiplatform.v1.UploadModelResponse",
+                "model": name,
+                "modelVersionId": str(len(self.models[name])),
+            },
+        }
+        return 200, self.operations[operation]
+
     def _route(self, method: str, path: str, body: object) -> tuple[int, object]:
+        if method == "GET" and (match := OPERATION.match(path)):
+            found = self.operations.get(match.group(1))
+            return (200, found) if found else (404, _error(404, "no such operation"))
         if method == "POST" and (match := JOB_COLLECTION.match(path)):
             project, location, kind = match.groups()
             name = f"projects/{project}/locations/{location}/{kind}/{len(self.jobs) + 1000}"
             self.jobs[name] = {**body, "name": name, "state": "JOB_STATE_PENDING"}
+            output = body.get("jobSpec", {}).get("baseOutputDirectory", {}).get("outputUriPrefix")
+            for file in self.model_files if output else ():
+                self.uploads[f"{output}/model/{file}"] = b""
             self.polls[name] = 0
             return 200, self.jobs[name]
         if method == "GET" and (match := JOB.match(path)):
@@ -141,8 +192,8 @@ class FakeGoogleCloud:
             def _serve(self, method: str) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                path = unquote(urlsplit(self.path).path)
-                status, answer = fake._answer(method, path, body)
+                url = urlsplit(self.path)
+                status, answer = fake._answer(method, unquote(url.path), body, url.query)
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "local-run": ("local_run.cli", (), "run the job of vertex.yaml here, emulating Vertex"),
     "submit": ("submit", (), "submit the CustomJob of vertex.yaml (--dry-run prints it)"),
     "submit-hpt": ("submit", ("--hpt",), "submit the hyperparameter-tuning study"),
+    "upload-model": ("model_upload", (), "upload a job's model to the Model Registry (--dry-run)"),
     "gcloud-config": ("submit", ("--gcloud-config",), "write the spec as YAML for gcloud"),
     "build": ("build", ("build",), "build the training image (buildx, docker or Cloud Build)"),
     "push": ("build", ("push",), "push the built tags to Artifact Registry"),

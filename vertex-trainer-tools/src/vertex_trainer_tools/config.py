@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
@@ -31,7 +31,12 @@ from vertex_trainer_tools.gcp_names import (
     PROJECT_RE,
     REGION_RE,
 )
-from vertex_trainer_tools.job_config import REDUCTION_SERVER_IMAGE, JobConfig, WorkerPool  # noqa: F401
+from vertex_trainer_tools.job_config import (  # noqa: F401
+    REDUCTION_SERVER_IMAGE,
+    JobConfig,
+    ModelConfig,
+    WorkerPool,
+)
 from vertex_trainer_tools.schema import Model, example, pattern
 from vertex_trainer_tools.study import HptConfig, Metric, Parameter  # noqa: F401 (the hpt: section)
 
@@ -76,6 +81,7 @@ class Config(Model):
     base_output_dir: str = pattern(BUCKET_RE, BUCKET_URI, "gs://my-bucket/runs", "")
     python_package: PythonPackage | None = None
     hpt: HptConfig | None = None
+    model: ModelConfig = Field(default_factory=ModelConfig)  # make upload-model
     _path: str = PrivateAttr(DEFAULT_PATH)
 
     @property
@@ -233,10 +239,13 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools") -> int:
     config_flag.add_argument("--config", default=DEFAULT_PATH, help="default: vertex.yaml")
     get = commands.add_parser("get", parents=[config_flag], help="print one value")
     get.add_argument("key", help=f"one of {', '.join(DERIVED_KEYS)} or a dotted key")
-    commands.add_parser(
+    check = commands.add_parser(
         "check",
         parents=[config_flag],
         help="exit 1 if anything needs fixing: placeholders, Vertex names, study vs trainer",
+    )
+    check.add_argument(
+        "--model-dir", default="", help="also check this export against model.serving_image"
     )
     commands.add_parser(
         "show", parents=[config_flag], help="print the checked config with derived values as JSON"
@@ -257,6 +266,11 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools") -> int:
         )
 
         problems = config.placeholders() + preflight.problems(config)
+        if args.model_dir:
+            from vertex_trainer_tools.model_upload import artifact_problem
+
+            found = artifact_problem(config.model.serving_image, args.model_dir)
+            problems += [found] if found else []
         for line in problems:
             print(f"ERROR: {line}", file=sys.stderr)
         if problems:

@@ -1,4 +1,5 @@
-"""The ``job:`` section of vertex.yaml: worker pools, scheduling and the Reduction Server.
+"""The ``job:`` section of vertex.yaml: worker pools, scheduling and the Reduction Server;
+and the ``model:`` section, what ``vertex-tools upload-model`` registers in the Model Registry.
 
 ``config.py`` reads it with the rest of the file (``schema.py``) and re-exports these models;
 ``submit.py``/``render.py`` turn them into Vertex's CustomJob spec and ``local_run/`` into
@@ -262,3 +263,25 @@ class JobConfig(Model):
                     + (" (a Reduction Server's differs)" if self.reduction_server else "")
                 ),
             )
+
+
+IMAGE_URI_RE = r"^[a-z0-9.-]+(:[0-9]+)?/[^:@\s]+([:@][^\s]+)?$"  # HOST/PATH[:TAG or @DIGEST]
+SERVING_IMAGE_EG = "us-docker.pkg.dev/vertex-ai/prediction/xgboost-cpu.2-1:latest"
+
+
+class ModelConfig(Model):
+    """``model:``: how a job's exported model is registered (``make upload-model``).
+
+    A model whose display name already exists in the region gets the upload as a new version.
+    """
+
+    display_name: str = example("my-trainer", "", max_length=128)  # empty: job.display_name
+    description: str = example("BERT text classifier", "", max_length=2048)
+    # The prebuilt prediction container that serves the export (the template sets it per
+    # framework); empty refuses the upload.
+    serving_image: str = pattern(IMAGE_URI_RE, "a full image URI", SERVING_IMAGE_EG, "")
+    env: Annotated[dict[str, str], BeforeValidator(_env)] = Field(default_factory=dict)
+    labels: Annotated[dict[str, str], BeforeValidator(_labels)] = Field(default_factory=dict)
+
+    def problems(self):
+        yield from names.label_problems(self.labels)

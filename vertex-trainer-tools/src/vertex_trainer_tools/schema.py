@@ -282,6 +282,7 @@ _WORDS = {  # pydantic's error types (by their start) in this file's words
     "bool_": "expected true or false, got {value!r}",
     "string_type": "expected text, got {kind}{eg}",
     "string_too_short": "must not be empty{eg}",
+    "string_too_long": "must be at most {max_length} characters long",
     "string_pattern": "{value!r} is not {what}{eg}",
     "greater_than_equal": "expected a number >= {ge}, got {value!r}{eg}",
     "model_": "expected a mapping, got {kind}",
@@ -311,7 +312,7 @@ def _why(error: dict, field: Any, model: type[BaseModel] | None) -> str:
     what = field is not None and field.description or "valid"
     if kind.startswith("string_pattern") and isinstance(value, str) and not value.strip():
         return "must not be empty" + eg
-    return words.format(value=value, kind=_kind(value), eg=eg, what=what, ge=ctx.get("ge"))
+    return words.format(value=value, kind=_kind(value), eg=eg, what=what, **{"ge": None, **ctx})
 
 
 def _located(cls: type[BaseModel], data: Any, error: dict) -> list[tuple[str, str]]:

@@ -90,6 +90,11 @@ def parse_args(argv: list[str], prog: str = "vertex-tools submit") -> argparse.N
         default=True,
         help="wait for the job to end and fail if it fails (default: --sync)",
     )
+    parser.add_argument(
+        "--upload-model",
+        action="store_true",
+        help="after the job SUCCEEDED, upload its model (vertex-tools upload-model); --sync only",
+    )
     parser.add_argument("--tag", default="", help="image tag to run instead of image.tag")
     parser.add_argument("--image", default="", help="full image URI instead of the config's")
     parser.add_argument("--display-name", default="", help="base name instead of the config's")
@@ -141,6 +146,11 @@ def submit(args: argparse.Namespace) -> int:
             print(f"WARNING: {line} (submitting refuses it)", file=sys.stderr)
     else:
         problems = placeholders + problems
+    if args.upload_model and (args.hpt or not args.sync):
+        why = "a study has no one model" if args.hpt else "SYNC=0 returns before the job ends"
+        problems.append(f"UPLOAD=1 (--upload-model) follows a job that succeeded: {why}")
+    if args.upload_model and not cfg.model.serving_image:
+        problems.append(f"{cfg.path}: model.serving_image: missing for --upload-model")
     if problems:
         raise SubmitError(*problems)
     if args.hpt and cfg.job.experiment:
@@ -197,6 +207,8 @@ def submit(args: argparse.Namespace) -> int:
             print(" \\\n    ".join(command))
         else:
             print(json.dumps(request, indent=2))
+        if args.upload_model:
+            print("The model upload would follow a job that succeeded", file=sys.stderr)
         return 0
     if hpt_job is not None and not args.sync:
         return create_study(cfg, hpt_job, options, credentials, endpoint)
@@ -282,6 +294,10 @@ def run(cfg, args, job, hpt_job, options) -> int:
     except exceptions.GoogleAPICallError as error:
         raise SubmitError(f"Vertex AI refused the request: {error.message}") from None
     print(f"{resource.resource_name} ended in {resource.state.name}")
+    if args.upload_model:
+        from vertex_trainer_tools.model_upload import upload_model
+
+        return upload_model(cfg, resource.resource_name)
     return 0
 
 
