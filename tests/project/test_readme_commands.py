@@ -45,7 +45,7 @@ ELSEWHERE = [
         "vertex-trainer-tools' tests/test_submit.py (the Vertex REST stand-in)",
     ),
     (
-        r"^make upload-model '?JOB=",
+        r"^make upload-model '?JOB=|^make submit UPLOAD=1$",
         "vertex-trainer-tools' tests/test_model_upload.py (the Vertex REST stand-in)",
     ),
 ]
@@ -78,6 +78,8 @@ def placement(command: str) -> str:
     return "run"
 
 
+# The README's "After training" commands that read the newest local job's model.
+AFTER_TRAINING = ("make upload-model", "make predict-local")
 COMMANDS = readme_commands()
 RUN_HERE = [command for command in COMMANDS if placement(command) == "run"]
 
@@ -92,6 +94,17 @@ def test_every_command_is_run_here_or_by_a_named_test():
             test_file = folder / named.group()
             assert test_file.is_file(), f"{command!r}: {test_file} does not exist"
     assert any(c.startswith("make train-local") for c in COMMANDS), "no make train-local shown"
+
+
+def test_the_after_training_section_serves_registers_and_chains():
+    """Each command of it runs: offline here (after a local training), the cloud ones by the
+    named tests against the Vertex REST stand-in."""
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## After training", 1)[1].split("\n## ", 1)[0]
+    shown = [command for command in COMMANDS if command in section]
+    wanted = ("make predict-local INSTANCES=", "make upload-model DRY_RUN=1", "make submit UPLOAD")
+    for prefix in wanted:
+        assert any(c.startswith(prefix) for c in shown), f"{prefix!r} not in After training"
 
 
 def test_local_run_commands_are_the_ones_its_test_runs():
@@ -125,9 +138,13 @@ def run(command: str, project: Path) -> subprocess.CompletedProcess:
 def test_readme_command_runs_as_written(tmp_path, command):
     project = tmp_path / PROJECT.name
     shutil.copytree(PROJECT, project, ignore=COPY_IGNORE)
-    if "outputs/local/latest" in command or command.startswith("make upload-model"):
+    if "outputs/local/latest" in command or command.startswith(AFTER_TRAINING):
         run("make train-local", project)  # it reads the model of a previous local run
     result = run(command, project)
+    if command.startswith("make predict-local INSTANCES="):  # Vertex's response, one per instance
+        instances = json.loads((project / command.split("INSTANCES=")[1].split()[0]).read_text())
+        predictions = json.loads(result.stdout)["predictions"]
+        assert len(predictions) == len(instances["instances"]), result.stdout[-2000:]
     if command == "make submit DRY_RUN=1":
         request = json.loads(result.stdout)
         assert request["jobSpec"]["workerPoolSpecs"], "no worker pool in the request"
