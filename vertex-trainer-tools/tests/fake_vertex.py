@@ -5,7 +5,8 @@ Point the tool at it with ``VERTEX_API_ENDPOINT=<server.url>``. It answers:
 - Vertex AI: ``POST /v1/projects/P/locations/L/{customJobs,hyperparameterTuningJobs}`` stores
   the body and returns it with a ``name``; ``GET /v1/<name>`` echoes it with the state moving
   PENDING -> RUNNING (``polls_before_end`` times) -> ``end_state`` (an ``error`` when it failed);
-  experiments: ``GET .../metadataStores/default/contexts/<id>``;
+  experiments and their runs: the Vertex ML Metadata routes of
+  ``vertex_trainer_tools.experiments_stand_in`` (``server.metadata``; ``experiments`` exist);
 - Cloud Storage (JSON API): bucket metadata with ``bucket_location``, multipart uploads;
 - Artifact Registry (Docker registry API): ``HEAD /v2/<path>/manifests/<tag>``, found when the
   image is in ``images`` (``None``: every image exists).
@@ -21,14 +22,13 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
+from vertex_trainer_tools.experiments_stand_in import MetadataStore
+
 JOB_COLLECTION = re.compile(
     r"^/v1/projects/([^/]+)/locations/([^/]+)/(customJobs|hyperparameterTuningJobs)$"
 )
 JOB = re.compile(
     r"^/v1/(projects/[^/]+/locations/[^/]+/(?:customJobs|hyperparameterTuningJobs)/\d+)$"
-)
-CONTEXT = re.compile(
-    r"^/v1/(projects/[^/]+/locations/[^/]+/metadataStores/default/contexts/[^/]+)$"
 )
 BUCKET = re.compile(r"^/storage/v1/b/([^/]+)$")
 UPLOAD = re.compile(r"^/upload/storage/v1/b/([^/]+)/o$")
@@ -46,6 +46,7 @@ class FakeGoogleCloud:
         bucket_location: str = "US-CENTRAL1",
         buckets: set[str] | None = None,
         images: set[str] | None = None,
+        experiments: tuple[str, ...] = ("my-experiment",),
     ):
         self.end_state = end_state
         self.polls_before_end = polls_before_end
@@ -57,6 +58,7 @@ class FakeGoogleCloud:
         self.jobs: dict[str, dict] = {}
         self.polls: dict[str, int] = {}
         self.uploads: dict[str, bytes] = {}
+        self.metadata = MetadataStore(experiments)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -88,13 +90,15 @@ class FakeGoogleCloud:
 
     # -- request handling ---------------------------------------------------------------
 
-    def _answer(self, method: str, path: str, body: bytes) -> tuple[int, object]:
+    def _answer(self, method: str, path: str, query: str, body: bytes) -> tuple[int, object]:
         parsed: object = body
         if body and not path.startswith("/upload/"):
             parsed = json.loads(body)
         with self._lock:
             self.requests.append((method, path, parsed))
-            return self._route(method, path, parsed)
+            return self.metadata.route(method, path, query, parsed) or self._route(
+                method, path, parsed
+            )
 
     def _route(self, method: str, path: str, body: object) -> tuple[int, object]:
         if method == "POST" and (match := JOB_COLLECTION.match(path)):
@@ -116,8 +120,6 @@ class FakeGoogleCloud:
                 if self.end_state in ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED"):
                     job["error"] = {"code": 3, "message": self.error_message}
             return 200, job
-        if method == "GET" and (match := CONTEXT.match(path)):
-            return 200, {"name": match.group(1), "schemaTitle": "system.Experiment", "metadata": {}}
         if method == "GET" and (match := BUCKET.match(path)):
             bucket = match.group(1)
             if self.buckets is not None and bucket not in self.buckets:
@@ -141,8 +143,8 @@ class FakeGoogleCloud:
             def _serve(self, method: str) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                path = unquote(urlsplit(self.path).path)
-                status, answer = fake._answer(method, path, body)
+                parts = urlsplit(self.path)
+                status, answer = fake._answer(method, unquote(parts.path), parts.query, body)
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -159,6 +161,9 @@ class FakeGoogleCloud:
 
             def do_HEAD(self):  # noqa: N802
                 self._serve("HEAD")
+
+            def do_PATCH(self):  # noqa: N802
+                self._serve("PATCH")
 
             def log_message(self, *args):
                 pass
