@@ -34,9 +34,11 @@ def metadata_patches(server: ExperimentsServer, run_id: str) -> list[dict]:
     return [body["metadata"] for body in patches]
 
 
-def test_the_chief_logs_flags_each_evaluation_and_the_final_metric():
+def test_the_chief_logs_flags_each_evaluation_and_the_final_metric(monkeypatch):
     with ExperimentsServer(experiments=("my-runs",)) as server:
-        tracker = tracking.start(ARGS, is_chief=True, environ=job_env(server.url))
+        for name, value in job_env(server.url).items():  # os.environ: the SDK reads it too
+            monkeypatch.setenv(name, value)
+        tracker = tracking.start(ARGS, is_chief=True)
         tracker.log_evaluation({"loss": 0.7, "accuracy": 0.5}, step=1)
         tracker.log_evaluation({"loss": 0.4, "accuracy": 0.75, "skipped": float("nan")}, step=2)
         tracker.finish({"accuracy": 0.75})

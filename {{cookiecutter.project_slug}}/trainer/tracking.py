@@ -100,6 +100,7 @@ class Tracker:
             logger.info("Experiment run %s/%s: logged %s", self.experiment, self.run, values)
 
     def _start(self, params: Mapping[str, float | int | str]) -> None:
+        from google.api_core import exceptions
         from google.cloud import aiplatform  # heavy: only once an experiment is set
 
         options = {}
@@ -111,31 +112,39 @@ class Tracker:
                 "api_transport": "rest",
                 "credentials": AnonymousCredentials(),
             }
-        aiplatform.init(
-            project=self.project,
-            location=self.location,
-            experiment=self.experiment,
-            experiment_tensorboard=False,  # never create a (billed) default TensorBoard
-            **options,
-        )
+        # The SDK would read AIP_EXPERIMENT_* itself inside init(), before it has the project
+        # (2.7.0: initializer.init -> experiment_name), and fail without default credentials.
+        hidden = {
+            name: os.environ.pop(name) for name in (EXPERIMENT_ENV, RUN_ENV) if name in os.environ
+        }
+        try:
+            aiplatform.init(
+                project=self.project,
+                location=self.location,
+                experiment=self.experiment,
+                experiment_tensorboard=False,  # never create a (billed) default TensorBoard
+                **options,
+            )
+        finally:
+            os.environ.update(hidden)
         self._aiplatform = aiplatform
         try:
-            aiplatform.start_run(self.run, resume=True)  # created by submit, or a restart
-        except Exception as error:  # NotFound: a job submitted without vertex-tools
-            if type(error).__name__ != "NotFound":
-                raise
+            aiplatform.start_run(self.run, resume=True)  # made by submit, or a restart
+        except exceptions.NotFound:  # a job submitted without vertex-tools: make it
             aiplatform.start_run(self.run)
         experiment = aiplatform.Experiment(self.experiment)
         self.time_series = bool(experiment.backing_tensorboard_resource_name)
         aiplatform.log_params(dict(params))
-        logger.info("Tracking this run in Vertex AI Experiment run %s/%s", self.experiment, self.run)
+        logger.info(
+            "Tracking this run in Vertex AI Experiment run %s/%s", self.experiment, self.run
+        )
 
     def _call(self, what: str, action: Callable[[], None]) -> None:
         if not self.enabled:
             return
         try:
             action()
-        except Exception as error:  # the API must never cost the training run
+        except Exception as error:  # noqa: BLE001 (the API must never cost the training)
             self.enabled = False
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             logger.warning(
@@ -145,8 +154,8 @@ class Tracker:
             )
 
 
-class _Off(Tracker):
-    """No experiment, a worker, or a tuning trial."""
+class NoTracker(Tracker):
+    """Tracks nothing: no experiment, a worker, a tuning trial; the default of the hooks."""
 
     def __init__(self):
         super().__init__("", "", "", "")
@@ -160,10 +169,10 @@ def start(
     environ = os.environ if environ is None else environ
     names = parse_names(environ)
     if names is None or not is_chief:
-        return _Off()
+        return NoTracker()
     if trial is not None:
         logger.info("Tuning trial %s: not tracked (Vertex gives tuning trials no run)", trial)
-        return _Off()
+        return NoTracker()
     project, location, experiment, run = names
     if not project or not location:
         logger.warning(
@@ -171,7 +180,7 @@ def start(
             "CLOUD_ML_PROJECT_ID and CLOUD_ML_REGION): not tracking",
             EXPERIMENT_ENV,
         )
-        return _Off()
+        return NoTracker()
     tracker = Tracker(project, location, experiment, run, environ.get(ENDPOINT_ENV) or None)
     tracker.start(params_of(args))
     return tracker

@@ -9,7 +9,8 @@ Anything else (a run's TensorBoard artifact, a v1 run's execution) is not found,
 without them.
 
 ``MetadataStore.route`` serves the tools' own REST stand-in (``tests/fake_vertex.py``);
-``ExperimentsServer`` serves a trainer under test (the ``experiment_run`` fixture).
+``ExperimentsServer`` serves a trainer under test, and ``TrackedRun`` (the ``experiment_run``
+fixture) gives that trainer the env ``vertex-tools submit`` gives a job, and reads its run.
 """
 
 from __future__ import annotations
@@ -113,6 +114,37 @@ class ExperimentsServer:
                 return self.refuse, error(self.refuse, "stand-in refuses", "PERMISSION_DENIED")
             found = self.store.route(method, unquote(parts.path), parts.query, parsed)
         return found or (404, error(404, f"stand-in: no route for {method} {parts.path}"))
+
+
+class TrackedRun:
+    """One job's Experiment run at the stand-in: ``env`` for the trainer (``AIP_EXPERIMENT_*``
+    as full resource names, as ``vertex-tools submit`` sets them, and ``VERTEX_API_ENDPOINT``);
+    ``logged()``: the run's ``_params``, ``_metrics``, ``_state``; ``evaluations()``: the run's
+    metrics after each evaluation, in order."""
+
+    def __init__(self, server: ExperimentsServer, experiment: str = "tests", run: str = "run-1"):
+        self.server, self.experiment, self.run = server, experiment, run
+        contexts = "projects/demo-project/locations/us-central1/metadataStores/default/contexts"
+        self.env = {
+            "AIP_EXPERIMENT_NAME": f"{contexts}/{experiment}",
+            "AIP_EXPERIMENT_RUN_NAME": f"{contexts}/{experiment}-{run}",
+            "VERTEX_API_ENDPOINT": server.url,
+        }
+
+    def logged(self) -> dict:
+        return self.server.store.run(self.experiment, self.run)
+
+    def evaluations(self) -> list[dict]:
+        path = self.env["AIP_EXPERIMENT_RUN_NAME"]
+        seen: list[dict] = []
+        for method, request_path, body in self.server.requests:
+            if method != "PATCH" or not request_path.endswith(path):
+                continue
+            metrics = body["metadata"].get("_metrics", {})
+            final = any(name.startswith("final_") for name in metrics)
+            if metrics and not final and (not seen or seen[-1] != metrics):
+                seen.append(metrics)
+        return seen
 
 
 def _handler(server: ExperimentsServer):
