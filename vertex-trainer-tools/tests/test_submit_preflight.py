@@ -96,6 +96,11 @@ def test_an_experiment_gets_the_jobs_run_and_the_trainer_its_names(project, clou
     env = {e.name: e.value for e in spec.worker_pool_specs[0].container_spec.env}
     assert env["AIP_EXPERIMENT_RUN_NAME"] == spec.experiment_run != ""
 
+    code, out, err = cloud("--gcloud-config")
+    spec = yaml.safe_load((project / "build" / "gcloud" / "custom-job.yaml").read_text())
+    assert "experimentRun" not in spec, "gcloud makes no run: the trainer does"
+    assert "AIP_EXPERIMENT_RUN_NAME" in json.dumps(spec["workerPoolSpecs"][0])
+
     code, out, err = cloud("--dry-run", "--hpt")
     study = aiplatform_v1.HyperparameterTuningJob.from_json(out)
     assert not study.trial_job_spec.experiment_run
@@ -281,6 +286,11 @@ def test_cost_levers_in_every_rendering(project, cloud, lever):
     job = parse_strict(aiplatform_v1.CustomJob, json.loads(out))
     assert_cost_levers(job.job_spec, lever)
     assert dict(job.labels) == labels
+    code, out, err = cloud("--gcloud-config")
+    spec = yaml.safe_load((project / "build" / "gcloud" / "custom-job.yaml").read_text())
+    assert "experimentRun" not in spec, "gcloud makes no run: the trainer does"
+    assert "AIP_EXPERIMENT_RUN_NAME" in json.dumps(spec["workerPoolSpecs"][0])
+
     code, out, err = cloud("--dry-run", "--hpt")
     assert code == 0, err
     study = parse_strict(aiplatform_v1.HyperparameterTuningJob, json.loads(out))

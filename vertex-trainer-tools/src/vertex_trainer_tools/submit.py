@@ -184,7 +184,8 @@ def submit(args: argparse.Namespace) -> int:
 
     run_id = experiment_run(cfg, display_name) if cfg.job.experiment and not args.hpt else None
     job = build_custom_job(cfg, display_name, image_uri, trainer_args, package, run_id)
-    options = run_options(cfg, args.hpt, run_id)
+    # gcloud makes no run before the job: the YAML names none, and the trainer makes it.
+    options = run_options(cfg, args.hpt, None if args.gcloud_config else run_id)
     hpt_job = build_hpt_job(cfg, display_name, job) if args.hpt else None
 
     if offline:
