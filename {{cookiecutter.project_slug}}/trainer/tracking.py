@@ -23,6 +23,7 @@ import argparse
 import logging
 import math
 import os
+import warnings
 from collections.abc import Callable, Mapping
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,9 @@ class Tracker:
             logger.info("Experiment run %s/%s: logged %s", self.experiment, self.run, values)
 
     def _start(self, params: Mapping[str, float | int | str]) -> None:
+        # google-api-core warns, per generated module, about Python versions it will drop; on
+        # Vertex each stderr line is an error in Cloud Logging.
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\..*")
         from google.api_core import exceptions
         from google.cloud import aiplatform  # heavy: only once an experiment is set
 
