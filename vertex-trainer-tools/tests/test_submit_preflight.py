@@ -286,11 +286,6 @@ def test_cost_levers_in_every_rendering(project, cloud, lever):
     job = parse_strict(aiplatform_v1.CustomJob, json.loads(out))
     assert_cost_levers(job.job_spec, lever)
     assert dict(job.labels) == labels
-    code, out, err = cloud("--gcloud-config")
-    spec = yaml.safe_load((project / "build" / "gcloud" / "custom-job.yaml").read_text())
-    assert "experimentRun" not in spec, "gcloud makes no run: the trainer does"
-    assert "AIP_EXPERIMENT_RUN_NAME" in json.dumps(spec["workerPoolSpecs"][0])
-
     code, out, err = cloud("--dry-run", "--hpt")
     assert code == 0, err
     study = parse_strict(aiplatform_v1.HyperparameterTuningJob, json.loads(out))
