@@ -95,6 +95,47 @@ def test_without_an_experiment_the_sdk_is_not_even_imported():
     subprocess.run([sys.executable, "-c", code], cwd=PROJECT_TEMPLATE, check=True)
 
 
+def test_an_api_failing_mid_run_costs_one_warning_line(caplog):
+    caplog.set_level(logging.WARNING)
+    with ExperimentsServer(experiments=("my-runs",)) as server:
+        tracker = tracking.start(ARGS, is_chief=True, environ=job_env(server.url))
+        server.refuse = 403
+        tracker.log_evaluation({"accuracy": 0.5}, 1)
+        tracker.log_evaluation({"accuracy": 0.6}, 2)
+        tracker.finish({"accuracy": 0.6})
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.startswith("Vertex AI Experiments: log_metrics failed, not tracking this run")
+    assert [r[0] for r in server.requests].count("PATCH") == 2, "params, then the refused one"
+
+
+def test_a_tensorboard_failure_stops_the_curves_not_the_run(caplog):
+    """With a backing TensorBoard each evaluation is also a time series point; when that
+    fails (one warning), the run's metrics go on."""
+
+    class SDK:  # the SDK calls the tracker makes after start
+        def __init__(self):
+            self.metrics = []
+
+        def log_metrics(self, values):
+            self.metrics.append(values)
+
+        def log_time_series_metrics(self, values, step):
+            raise RuntimeError("tensorboard unreachable")
+
+    caplog.set_level(logging.WARNING)
+    tracker = tracking.Tracker("p", "us-central1", "my-runs", "run-1")
+    tracker._aiplatform, tracker.time_series = SDK(), True
+    tracker.log_evaluation({"accuracy": 0.5}, 1)
+    tracker.log_evaluation({"accuracy": 0.6}, 2)
+    assert tracker.enabled and not tracker.time_series
+    assert tracker._aiplatform.metrics == [
+        {"accuracy": 0.5, "step": 1},
+        {"accuracy": 0.6, "step": 2},
+    ]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "log_time_series_metrics failed, not calling log_time_series_metrics" in warning
+
+
 @pytest.mark.parametrize("api", ["refusing", "unreachable"])
 def test_a_failing_api_costs_one_warning_line_and_nothing_else(api, caplog, monkeypatch):
     from google.api_core import retry

@@ -80,13 +80,15 @@ class Tracker:
         values = _finite(metrics)
         if not self.enabled or not values:
             return
-
-        def log() -> None:
-            self._aiplatform.log_metrics({**values, "step": int(step)})
-            if self.time_series:
-                self._aiplatform.log_time_series_metrics(values, step=int(step))
-
-        self._call("log_metrics", log)
+        self._call(
+            "log_metrics", lambda: self._aiplatform.log_metrics({**values, "step": int(step)})
+        )
+        if self.enabled and self.time_series:  # a TensorBoard problem stops the curves only
+            self.time_series = self._call(
+                "log_time_series_metrics",
+                lambda: self._aiplatform.log_time_series_metrics(values, step=int(step)),
+                keep=True,
+            )
 
     def finish(self, metrics: Mapping[str, float]) -> None:
         """The exported model's metrics, as ``final_<name>``; the run ends COMPLETE."""
@@ -143,19 +145,24 @@ class Tracker:
             "Tracking this run in Vertex AI Experiment run %s/%s", self.experiment, self.run
         )
 
-    def _call(self, what: str, action: Callable[[], None]) -> None:
+    def _call(self, what: str, action: Callable[[], None], keep: bool = False) -> bool:
+        """Run ``action``; a failure is one warning line and ends tracking (``keep``: only
+        ``action``'s kind, the caller's business)."""
         if not self.enabled:
-            return
+            return False
         try:
             action()
+            return True
         except Exception as error:  # noqa: BLE001 (the API must never cost the training)
-            self.enabled = False
+            self.enabled = keep
             first = (str(error).strip().splitlines() or [type(error).__name__])[0]
             logger.warning(
-                "Vertex AI Experiments: %s failed, not tracking this run any further: %s",
+                "Vertex AI Experiments: %s failed, not %s any further: %s",
                 what,
+                f"calling {what}" if keep else "tracking this run",
                 first[:300],
             )
+            return False
 
 
 class NoTracker(Tracker):
