@@ -325,3 +325,20 @@ def test_cost_levers_reach_vertex(project, cloud, lever):
         else:
             message = parse_strict(aiplatform_v1.HyperparameterTuningJob, body).trial_job_spec
         assert_cost_levers(message, lever)
+
+
+def test_a_long_experiment_keeps_the_runs_timestamp_within_128_characters():
+    from vertex_trainer_tools import config as config_lib
+    from vertex_trainer_tools.render import experiment_run, unique_display_name
+
+    data = cloud_values(RAW)
+    data["job"].update(experiment="e" * 100, service_account="sa@p.iam.gserviceaccount.com")
+    cfg = config_lib.parse(data, "vertex.yaml")
+    display_name = unique_display_name("x" * 200)
+    run = experiment_run(cfg, display_name)
+    assert len(f"{cfg.job.experiment}-{run}") <= 128 and display_name.endswith(run)
+    assert STAMP.search(run) and run[0].isalnum()
+
+    data["job"]["experiment"] = "e" * 101
+    with pytest.raises(config_lib.ConfigError, match=r"job.experiment: .*\(1-100\)"):
+        config_lib.parse(data, "vertex.yaml")
