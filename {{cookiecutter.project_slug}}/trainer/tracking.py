@@ -6,15 +6,18 @@ the variables the SDK itself reads (google-cloud-aiplatform 2.7.0:
 ``metadata.py``'s ``experiment``/``experiment_run``, which accept a name or a full resource name)
 and that the SDK's preview ``CustomJob.submit`` puts into every worker pool's env. The v1
 ``CustomJob.submit(experiment=, experiment_run=)`` only sets ``jobSpec.experiment`` and
-``jobSpec.experimentRun``; Vertex documents no variable it derives from them. So
-``vertex-tools submit`` creates the run and passes both, as full resource names (which carry the
-project and region), in the job's env; a plain name takes them from ``CLOUD_ML_PROJECT_ID`` and
-``CLOUD_ML_REGION``.
+``jobSpec.experimentRun``; Vertex documents no variable it derives from them, and without
+``experiment_run`` Vertex makes a run of its own that the container cannot name (jobs.py:
+"an ExperimentRun resource will still be auto-generated"). So ``vertex-tools submit`` makes the
+run, passes it as ``experiment_run`` and puts both names, as full resource names (which carry
+the project and region), in the job's env; a plain name takes them from ``CLOUD_ML_PROJECT_ID``
+and ``CLOUD_ML_REGION``.
 
 Tuning trials are not tracked: ``HyperparameterTuningJob.run`` takes no experiment, so Vertex
 gives a trial no run. Only the chief logs. ``google-cloud-aiplatform`` is imported only when an
-experiment is set (Vertex's prebuilt training images ship it). Any failure of the API costs one
-warning line and turns tracking off; it never fails the training run.
+experiment is set, so the image needs it then (Google's Deep Learning Containers include it).
+Any failure of the API costs one warning line and turns tracking off; it never fails the
+training run (an unreachable API: after the SDK's retries, up to 120 s, once).
 """
 
 from __future__ import annotations
