@@ -5,9 +5,11 @@ Point the tool at it with ``VERTEX_API_ENDPOINT=<server.url>``. It answers:
 - Vertex AI: ``POST /v1/projects/P/locations/L/{customJobs,hyperparameterTuningJobs}`` stores
   the body and returns it with a ``name``; ``GET /v1/<name>`` echoes it with the state moving
   PENDING -> RUNNING (``polls_before_end`` times) -> ``end_state`` (an ``error`` when it failed);
-  experiments: ``GET .../metadataStores/default/contexts/<id>``; the Model Registry:
-  ``GET .../models?filter=display_name="X"``, ``POST .../models:upload`` (a new model, or a new
-  version of ``parentModel``; the operation is done at once) and ``GET .../operations/<n>``;
+  experiments and their runs: the Vertex ML Metadata routes of
+  ``vertex_trainer_tools.experiments_stand_in`` (``server.metadata``; ``experiments`` exist);
+  the Model Registry: ``GET .../models?filter=display_name="X"``, ``POST .../models:upload`` (a
+  new model, or a new version of ``parentModel``; the operation is done at once) and
+  ``GET .../operations/<n>``;
 - Cloud Storage (JSON API): bucket metadata with ``bucket_location``, multipart uploads, and
   listing them (``model_files``: each created job "writes" those files to its ``model/``);
 - Artifact Registry (Docker registry API): ``HEAD /v2/<path>/manifests/<tag>``, found when the
@@ -24,14 +26,13 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from vertex_trainer_tools.experiments_stand_in import MetadataStore
+
 JOB_COLLECTION = re.compile(
     r"^/v1/projects/([^/]+)/locations/([^/]+)/(customJobs|hyperparameterTuningJobs)$"
 )
 JOB = re.compile(
     r"^/v1/(projects/[^/]+/locations/[^/]+/(?:customJobs|hyperparameterTuningJobs)/\d+)$"
-)
-CONTEXT = re.compile(
-    r"^/v1/(projects/[^/]+/locations/[^/]+/metadataStores/default/contexts/[^/]+)$"
 )
 MODELS = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+)/models(:upload)?$")
 OPERATION = re.compile(r"^/v1/(projects/.+/operations/\d+)$")
@@ -53,6 +54,7 @@ class FakeGoogleCloud:
         buckets: set[str] | None = None,
         images: set[str] | None = None,
         model_files: tuple[str, ...] = (),
+        experiments: tuple[str, ...] = ("my-experiment",),
     ):
         self.end_state = end_state
         self.polls_before_end = polls_before_end
@@ -67,6 +69,7 @@ class FakeGoogleCloud:
         self.uploads: dict[str, bytes] = {}
         self.models: dict[str, list[dict]] = {}  # model name -> its versions, as uploaded
         self.operations: dict[str, dict] = {}
+        self.metadata = MetadataStore(experiments)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -111,7 +114,9 @@ class FakeGoogleCloud:
                 names = [u[len(f"gs://{bucket}/") :] for u in self.uploads]
                 items = [{"name": n, "bucket": bucket} for n in names if n.startswith(prefix)]
                 return 200, {"kind": "storage#objects", "items": items}
-            return self._route(method, path, parsed)
+            return self.metadata.route(method, path, query, parsed) or self._route(
+                method, path, parsed
+            )
 
     def _model_registry(self, method: str, match, body, query) -> tuple[int, object]:
         parent, upload = match.groups()
@@ -167,8 +172,6 @@ class FakeGoogleCloud:
                 if self.end_state in ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED"):
                     job["error"] = {"code": 3, "message": self.error_message}
             return 200, job
-        if method == "GET" and (match := CONTEXT.match(path)):
-            return 200, {"name": match.group(1), "schemaTitle": "system.Experiment", "metadata": {}}
         if method == "GET" and (match := BUCKET.match(path)):
             bucket = match.group(1)
             if self.buckets is not None and bucket not in self.buckets:
@@ -210,6 +213,9 @@ class FakeGoogleCloud:
 
             def do_HEAD(self):  # noqa: N802
                 self._serve("HEAD")
+
+            def do_PATCH(self):  # noqa: N802
+                self._serve("PATCH")
 
             def log_message(self, *args):
                 pass

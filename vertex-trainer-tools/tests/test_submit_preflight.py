@@ -15,6 +15,7 @@ from google.cloud import aiplatform_v1
 from fake_vertex import FakeGoogleCloud
 from submit_helpers import (
     RAW,
+    STAMP,
     can_use_reduction_server,
     cloud_values,
     parse_strict,
@@ -67,13 +68,44 @@ def test_tensorboard_experiment_and_scheduling_reach_the_request(project, cloud)
     assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
     assert spec.scheduling.restart_job_on_worker_restart
 
-    data["job"].update(tensorboard="", experiment="my-experiment")
+
+def test_an_experiment_gets_the_jobs_run_and_the_trainer_its_names(project, cloud):
+    """submit makes the run (SDK: submit(experiment_run=) needs it) and names it in the env
+    that trainer/tracking.py reads; dry runs show the same; tuning studies get neither."""
+    data = cloud_values(RAW)
+    data["job"].update(service_account="sa@demo-project-123.iam.gserviceaccount.com")
+    data["job"].update(tensorboard="", experiment="new-experiment")
     write_config(project, data)
-    with FakeGoogleCloud() as server:
+    with FakeGoogleCloud(experiments=()) as server:
         code, out, err = cloud(server=server)
     assert code == 0, err
     spec = parse_strict(aiplatform_v1.CustomJob, server.created()[0]).job_spec
-    assert spec.experiment.endswith("/metadataStores/default/contexts/my-experiment")
+    contexts = f"projects/demo-project-123/locations/{data['region']}/metadataStores/default"
+    assert spec.experiment == f"{contexts}/contexts/new-experiment"
+    run_id = spec.experiment_run.rpartition("/contexts/new-experiment-")[2]
+    assert STAMP.search(run_id) and spec.experiment_run.startswith(f"{contexts}/contexts/")
+    # Made RUNNING before the job; the SDK's wait ends it with the job (jobs.py: "End the
+    # experiment run associated with the custom job").
+    assert server.metadata.run("new-experiment", run_id)["_state"] == "COMPLETE"
+    env = {e.name: e.value for e in spec.worker_pool_specs[0].container_spec.env}
+    assert env["AIP_EXPERIMENT_NAME"] == spec.experiment
+    assert env["AIP_EXPERIMENT_RUN_NAME"] == spec.experiment_run
+
+    code, out, err = cloud("--dry-run")
+    spec = aiplatform_v1.CustomJob.from_json(out).job_spec
+    env = {e.name: e.value for e in spec.worker_pool_specs[0].container_spec.env}
+    assert env["AIP_EXPERIMENT_RUN_NAME"] == spec.experiment_run != ""
+
+    code, out, err = cloud("--gcloud-config")
+    spec = yaml.safe_load((project / "build" / "gcloud" / "custom-job.yaml").read_text())
+    assert "experimentRun" not in spec, "gcloud makes no run: the trainer does"
+    assert "AIP_EXPERIMENT_RUN_NAME" in json.dumps(spec["workerPoolSpecs"][0])
+
+    code, out, err = cloud("--dry-run", "--hpt")
+    study = aiplatform_v1.HyperparameterTuningJob.from_json(out)
+    assert not study.trial_job_spec.experiment_run
+    assert "AIP_EXPERIMENT_NAME" not in out
+    assert "trials are not tracked" in err
 
 
 @pytest.mark.parametrize("where", ["project", "region"])
@@ -293,3 +325,20 @@ def test_cost_levers_reach_vertex(project, cloud, lever):
         else:
             message = parse_strict(aiplatform_v1.HyperparameterTuningJob, body).trial_job_spec
         assert_cost_levers(message, lever)
+
+
+def test_a_long_experiment_keeps_the_runs_timestamp_within_128_characters():
+    from vertex_trainer_tools import config as config_lib
+    from vertex_trainer_tools.render import experiment_run, unique_display_name
+
+    data = cloud_values(RAW)
+    data["job"].update(experiment="e" * 100, service_account="sa@p.iam.gserviceaccount.com")
+    cfg = config_lib.parse(data, "vertex.yaml")
+    display_name = unique_display_name("x" * 200)
+    run = experiment_run(cfg, display_name)
+    assert len(f"{cfg.job.experiment}-{run}") <= 128 and display_name.endswith(run)
+    assert STAMP.search(run) and run[0].isalnum()
+
+    data["job"]["experiment"] = "e" * 101
+    with pytest.raises(config_lib.ConfigError, match=r"job.experiment: .*\(1-100\)"):
+        config_lib.parse(data, "vertex.yaml")

@@ -22,8 +22,9 @@ ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TENSORBOARD_RE = r"^projects/[^/]+/locations/[^/]+/tensorboards/[^/]+$"
 TENSORBOARD = "a TensorBoard name: projects/P/locations/REGION/tensorboards/ID"
 TENSORBOARD_EG = "projects/my-project-123/locations/us-central1/tensorboards/123"
-EXPERIMENT_RE = r"^[a-z0-9][a-z0-9-]{0,127}$"
-EXPERIMENT = "an experiment name: lowercase letters, digits and '-'"
+# At most 100 characters: a job's run is the context <experiment>-<job name>, 128 at most.
+EXPERIMENT_RE = r"^[a-z0-9][a-z0-9-]{0,99}$"
+EXPERIMENT = "an experiment name: lowercase letters, digits and '-' (1-100)"
 SERVICE_ACCOUNT = "trainer@PROJECT.iam.gserviceaccount.com"
 NO_ACCELERATOR = "ACCELERATOR_TYPE_UNSPECIFIED"
 STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")  # aiplatform_v1 Scheduling.Strategy names

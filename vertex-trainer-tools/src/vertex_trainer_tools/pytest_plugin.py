@@ -27,12 +27,21 @@ from pathlib import Path
 import pytest
 
 from vertex_trainer_tools import base_image
+from vertex_trainer_tools.experiments_stand_in import ExperimentsServer, TrackedRun
 from vertex_trainer_tools.project import CONFIG_FILE, project_root
 from vertex_trainer_tools.testing import CHIEF, LocalJob, run_local_job, with_reduction_server
 
 # Extra build arguments for a machine that needs them (space-separated NAME=VALUE, e.g.
 # PIP_FIND_LINKS=... for a folder of wheels): the image of a real `make build` has none.
 BUILD_ARGS_ENV = "TEST_DOCKER_BUILD_ARGS"
+
+
+@pytest.fixture
+def experiment_run():
+    """A job's Vertex AI Experiment run at a local REST stand-in: run the trainer with
+    ``experiment_run.env``, then read ``experiment_run.logged()`` / ``.evaluations()``."""
+    with ExperimentsServer(experiments=("tests",)) as server:
+        yield TrackedRun(server)
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,8 @@ gcloud YAML and submission (``submit.py`` sends them).
 
 - ``worker_pool_specs``: ``job.worker_pools`` (and ``job.reduction_server`` as pool 2) as the
   SDK's snake_case dicts;
+- ``experiment_run``/``experiment_env``: the job's Experiment run and the env that names it to
+  the trainer (``trainer/tracking.py``);
 - ``run_options``: the keyword arguments of ``CustomJob.submit``/``HyperparameterTuningJob.run``
   (service account, network, scheduling: timeout, strategy, max wait, ...);
 - ``apply_run_options``: what the SDK sets from those options, for dry runs and gcloud YAML;
@@ -19,6 +21,8 @@ from typing import Any
 from vertex_trainer_tools import config as config_lib
 
 NAME_LIMIT = 128  # Vertex display names: at most 128 UTF-8 characters
+# What the SDK reads (aiplatform/metadata/constants.py) and its preview CustomJob.submit sets.
+EXPERIMENT_ENV, EXPERIMENT_RUN_ENV = "AIP_EXPERIMENT_NAME", "AIP_EXPERIMENT_RUN_NAME"
 GCLOUD_DIR = "build/gcloud"
 
 
@@ -33,11 +37,29 @@ def unique_display_name(base: str, now: datetime.datetime | None = None) -> str:
     return f"{safe[: NAME_LIMIT - len(stamp) - 1].rstrip('-')}-{stamp}"
 
 
+def experiment_run(cfg: config_lib.Config, display_name: str) -> str:
+    """The job's Experiment run id: its display name, cut from the front (the timestamp stays)
+    so that the run's context id ``<experiment>-<run>`` keeps within 128 characters."""
+    room = NAME_LIMIT - len(cfg.job.experiment) - 1
+    return display_name[-room:].lstrip("-") if room > 0 else ""
+
+
+def experiment_env(cfg: config_lib.Config, run: str) -> dict[str, str]:
+    """Full resource names (they carry project and region) of the job's experiment and run."""
+    contexts = f"projects/{cfg.project}/locations/{cfg.region}/metadataStores/default/contexts"
+    experiment = cfg.job.experiment
+    return {
+        EXPERIMENT_ENV: f"{contexts}/{experiment}",
+        EXPERIMENT_RUN_ENV: f"{contexts}/{experiment}-{run}",
+    }
+
+
 def worker_pool_specs(
     cfg: config_lib.Config,
     image_uri: str,
     args: list[str],
     package_uri: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """``job.worker_pools`` as the SDK's snake_case dicts; an empty pool stays ``{}``.
 
@@ -45,7 +67,8 @@ def worker_pool_specs(
     pools where needed. ``job.reservation`` goes into the machine spec of every pool but the
     Reduction Server's, whose CPU machines are not those of a GPU reservation.
     """
-    env = [{"name": name, "value": value} for name, value in cfg.job.env.items()]
+    variables = {**cfg.job.env, **(extra_env or {})}
+    env = [{"name": name, "value": value} for name, value in variables.items()]
     affinity = cfg.job.reservation_affinity
     specs: list[dict[str, Any]] = []
     for index, pool in enumerate(cfg.job.all_pools):
@@ -82,8 +105,9 @@ def worker_pool_specs(
     return specs
 
 
-def run_options(cfg: config_lib.Config, hpt: bool) -> dict[str, Any]:
-    """Keyword arguments for ``CustomJob.submit`` / ``HyperparameterTuningJob.run``."""
+def run_options(cfg: config_lib.Config, hpt: bool, run: str | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``CustomJob.submit`` / ``HyperparameterTuningJob.run``; ``run``:
+    the job's Experiment run (``experiment_run``), which must exist before the submit."""
     from google.cloud.aiplatform.compat.types import custom_job as custom_job_types
 
     job = cfg.job
@@ -103,6 +127,7 @@ def run_options(cfg: config_lib.Config, hpt: bool) -> dict[str, Any]:
     }
     if not hpt:
         options["experiment"] = job.experiment or None
+        options["experiment_run"] = run if job.experiment else None
     return options
 
 
@@ -138,10 +163,10 @@ def apply_run_options(spec: Any, options: dict[str, Any], cfg: config_lib.Config
     if options["tensorboard"]:
         spec.tensorboard = options["tensorboard"]
     if options.get("experiment"):
-        spec.experiment = (
-            f"projects/{cfg.project}/locations/{cfg.region}/metadataStores/default/"
-            f"contexts/{options['experiment']}"
-        )
+        contexts = f"projects/{cfg.project}/locations/{cfg.region}/metadataStores/default/contexts"
+        spec.experiment = f"{contexts}/{options['experiment']}"
+        if options.get("experiment_run"):
+            spec.experiment_run = f"{contexts}/{options['experiment']}-{options['experiment_run']}"
 
 
 def build_custom_job(
@@ -150,12 +175,15 @@ def build_custom_job(
     image_uri: str,
     args: list[str],
     package_uri: str | None = None,
+    run: str | None = None,
 ):
+    """The CustomJob; ``run``: its Experiment run, named to the trainer in every pool's env."""
     from google.cloud import aiplatform
 
+    env = experiment_env(cfg, run) if run else None
     return aiplatform.CustomJob(
         display_name=display_name,
-        worker_pool_specs=worker_pool_specs(cfg, image_uri, args, package_uri),
+        worker_pool_specs=worker_pool_specs(cfg, image_uri, args, package_uri, env),
         base_output_dir=f"{cfg.base_output_dir}/{display_name}",
         staging_bucket=cfg.staging_bucket,
         labels=dict(cfg.job.labels) or None,

@@ -44,6 +44,7 @@ from vertex_trainer_tools.render import (
     apply_run_options,
     build_custom_job,
     build_hpt_job,
+    experiment_run,
     run_options,
     unique_display_name,
     write_gcloud_config,
@@ -156,7 +157,8 @@ def submit(args: argparse.Namespace) -> int:
     if args.hpt and cfg.job.experiment:
         print(
             f"WARNING: {cfg.path}: job.experiment is not used by tuning studies "
-            "(HyperparameterTuningJob.run takes no experiment); use job.tensorboard for them",
+            "(HyperparameterTuningJob.run takes no experiment): trials are not tracked; "
+            "use job.tensorboard for them",
             file=sys.stderr,
         )
 
@@ -190,8 +192,10 @@ def submit(args: argparse.Namespace) -> int:
             upload(client, package, sdist)
             print(f"Uploaded {sdist} to {package}")
 
-    job = build_custom_job(cfg, display_name, image_uri, trainer_args, package)
-    options = run_options(cfg, args.hpt)
+    run_id = experiment_run(cfg, display_name) if cfg.job.experiment and not args.hpt else None
+    job = build_custom_job(cfg, display_name, image_uri, trainer_args, package, run_id)
+    # gcloud makes no run before the job: the YAML names none, and the trainer makes it.
+    options = run_options(cfg, args.hpt, None if args.gcloud_config else run_id)
     hpt_job = build_hpt_job(cfg, display_name, job) if args.hpt else None
 
     if offline:
@@ -267,10 +271,30 @@ def create_study(cfg, hpt_job, options, credentials, endpoint: str | None) -> in
     return 0
 
 
+def create_experiment_run(experiment: str, run: str) -> None:
+    """The job's run, made before the job as ``submit(experiment_run=)`` needs; the chief logs
+    to it (``trainer/tracking.py``), resuming it after a restart. The experiment is made if
+    missing, without a backing TensorBoard (a billed resource)."""
+    from google.api_core import exceptions
+    from google.cloud import aiplatform
+
+    try:
+        found = aiplatform.Experiment.get_or_create(experiment)
+        aiplatform.ExperimentRun.create(run, experiment=found)
+    except (exceptions.GoogleAPICallError, RuntimeError) as error:
+        why = getattr(error, "message", None) or str(error).splitlines()[0]
+        raise SubmitError(
+            f"Vertex AI Experiments refused run {run} of {experiment}: {why}"
+        ) from None
+    print(f"Experiment run {experiment}-{run}: the chief logs params and metrics to it")
+
+
 def run(cfg, args, job, hpt_job, options) -> int:
     """Create the job, print where to watch it, and (``--sync``) wait for its end."""
     from google.api_core import exceptions
 
+    if hpt_job is None and options.get("experiment_run"):
+        create_experiment_run(options["experiment"], options["experiment_run"])
     try:
         if hpt_job is None:
             job.submit(**options)

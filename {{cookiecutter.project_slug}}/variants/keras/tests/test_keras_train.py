@@ -32,7 +32,9 @@ def serve(model_dir, images):
     return loaded.signatures["serving_default"](images=tf.constant(images, tf.float32))
 
 
-def test_trains_exports_and_reports(tmp_path, metrics_file):
+def test_trains_exports_and_reports(tmp_path, metrics_file, experiment_run, monkeypatch):
+    for name, value in experiment_run.env.items():  # as for a job with job.experiment
+        monkeypatch.setenv(name, value)
     job = tmp_path / "job"
     argv = [*TINY, "--synthetic-examples=256", "--learning-rate=0.01", "--epochs=2"]
     assert train([*argv, f"--job-dir={job}"]) == 0
@@ -43,6 +45,13 @@ def test_trains_exports_and_reports(tmp_path, metrics_file):
     accuracy = [float(line["accuracy"]) for line in lines]
     assert all(0.0 <= value <= 1.0 for value in accuracy)
     assert accuracy[-1] >= 0.75, f"4 separable classes, chance is 0.25: {accuracy}"
+    # The Experiment run: the flags, each epoch's evaluation, the exported model's accuracy.
+    logged = experiment_run.logged()
+    assert logged["_params"]["learning_rate"] == 0.01 and logged["_state"] == "COMPLETE"
+    evaluations = experiment_run.evaluations()
+    assert [e["step"] for e in evaluations] == [1, 2] and set(evaluations[0]) >= {"loss"}
+    assert [e["accuracy"] for e in evaluations] == pytest.approx(accuracy)
+    assert logged["_metrics"]["final_accuracy"] == pytest.approx(accuracy[-1])
 
     # The SavedModel loads without the trainer's code and predicts through serving_default.
     model_dir = job / "model"

@@ -31,6 +31,7 @@ from trainer import (
     preemption,
     resume,
     runtime,
+    tracking,
 )
 from trainer.context import RunContext
 from trainer.flags import DEFAULT_IMAGE_SIZE, SYNTHETIC_IMAGE_SIZE
@@ -41,20 +42,29 @@ logger = logging.getLogger(__name__)
 
 class Evaluate(keras.callbacks.Callback):
     """At the end of every epoch the chief evaluates on every eval image once, adds val_loss and
-    val_accuracy to the epoch's logs (TensorBoard, history) and reports the accuracy for
-    hyperparameter tuning with global_step = epoch (1-based).
+    val_accuracy to the epoch's logs (TensorBoard, history), reports the accuracy for
+    hyperparameter tuning with global_step = epoch (1-based) and logs both to the Experiment run.
 
     Only the chief evaluates, on its own: other workers go on to the next epoch and wait for it
     at its first step. Keras's own validation would split the eval set into equal per-worker
     batches, which needs padding, repeated images or empty batches.
     """
 
-    def __init__(self, evaluate, reporter: hptune.MetricReporter, enabled: bool, notice=None):
+    def __init__(
+        self,
+        evaluate,
+        reporter: hptune.MetricReporter,
+        enabled: bool,
+        notice=None,
+        tracker: tracking.Tracker | None = None,
+    ):
         super().__init__()
         self.evaluate = evaluate
         self.reporter = reporter
         self.enabled = enabled
         self.notice = notice
+        self.tracker = tracker or tracking.NoTracker()
+        self.results: dict = {}  # the last evaluation's
 
     def on_epoch_end(self, epoch, logs=None):
         if not self.enabled or (self.notice is not None and self.notice.stopping):
@@ -70,6 +80,8 @@ class Evaluate(keras.callbacks.Callback):
             results[METRIC],
         )
         self.reporter.report(results[METRIC], epoch + 1)
+        self.tracker.log_evaluation(results, epoch + 1)
+        self.results = results
 
 
 def _checkpoint_root(checkpoint_dir: str, cluster: runtime.Cluster) -> str:
@@ -91,6 +103,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
     # coordination service installs TensorFlow's own SIGTERM handler (it only logs the signal).
     notice = preemption.Notice().install()
     consensus = resume.Consensus(strategy, cluster.is_distributed)
+    tracker = tracking.start(args, cluster.is_chief, cluster.trial)  # job.experiment: the chief
 
     synthetic = (args.train_data or data.SYNTHETIC) == data.SYNTHETIC
     image_size = args.image_size or (SYNTHETIC_IMAGE_SIZE if synthetic else DEFAULT_IMAGE_SIZE)
@@ -157,6 +170,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         ctx.metric_reporter(METRIC),
         enabled=cluster.is_chief,
         notice=notice,
+        tracker=tracker,
     )
     callbacks = [evaluation, checkpointing]  # the logs get val_* before TensorBoard writes them
     if cluster.is_chief:
@@ -211,6 +225,8 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         evaluation.on_epoch_end(args.epochs - 1)
     state.close()
     _export(classifier, train_source.class_names, image_size, ctx.model_dir.uri, cluster)
+    if evaluation.results:  # the chief's: the exported model is the last epoch's
+        tracker.finish({METRIC: evaluation.results[METRIC]})
     return 0
 
 

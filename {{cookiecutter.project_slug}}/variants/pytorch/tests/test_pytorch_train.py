@@ -22,7 +22,11 @@ def _eval_labels(path: str) -> list[str]:
         return [row["sentiment"] for row in csv.DictReader(handle)]
 
 
-def test_training_reports_accuracy_exports_and_predicts(tiny_bert, csv_data, tmp_path, capsys):
+def test_training_reports_accuracy_exports_and_predicts(
+    tiny_bert, csv_data, tmp_path, capsys, experiment_run, monkeypatch
+):
+    for name, value in experiment_run.env.items():  # as for a job with job.experiment
+        monkeypatch.setenv(name, value)
     job = tmp_path / "job"
     argv = [*base_args(tiny_bert, csv_data, job), "--epochs=4", "--injected_by_vertex=1"]
 
@@ -33,6 +37,11 @@ def test_training_reports_accuracy_exports_and_predicts(tiny_bert, csv_data, tmp
     assert [int(r["global_step"]) for r in records] == [16, 32, 48, 64]
     accuracy = float(records[-1]["accuracy"])
     assert accuracy >= 0.8, f"the tiny BERT did not learn the generated task: {records}"
+    # The Experiment run: the flags, each evaluation, the exported model's accuracy.
+    logged = experiment_run.logged()
+    assert logged["_params"]["epochs"] == 4 and logged["_state"] == "COMPLETE"
+    assert [e["step"] for e in experiment_run.evaluations()] == [16, 32, 48, 64]
+    assert logged["_metrics"]["final_accuracy"] == pytest.approx(accuracy)
 
     model_dir = job / "model"
     config = json.loads((model_dir / "config.json").read_text())

@@ -1,4 +1,5 @@
-"""What a run reports: eval accuracy to hyperparameter tuning, progress to the log, TensorBoard.
+"""What a run reports: eval accuracy to hyperparameter tuning, eval metrics to the Experiment
+run, progress to the log, TensorBoard.
 
 ``Trainer`` callbacks that only watch the run, and :func:`report_final_model`, which makes the
 last value reported for tuning the exported model's accuracy. The callbacks that change the run
@@ -12,7 +13,7 @@ import logging
 
 from transformers import Trainer, TrainerCallback
 
-from trainer import cli, hptune
+from trainer import cli, hptune, tracking
 from trainer.context import OutputDir
 from trainer.metric import METRIC
 
@@ -20,21 +21,31 @@ logger = logging.getLogger(__name__)
 
 
 class ReportMetric(TrainerCallback):
-    """Reports eval accuracy with the global step to Vertex hyperparameter tuning."""
+    """Reports eval accuracy with the global step to Vertex hyperparameter tuning, and each
+    evaluation's metrics (not its speed) to the Experiment run."""
 
-    def __init__(self, reporter: hptune.MetricReporter):
+    def __init__(self, reporter: hptune.MetricReporter, tracker: tracking.Tracker | None = None):
         self.reporter = reporter
+        self.tracker = tracker or tracking.NoTracker()
         self.last_step = None  # the step of this run's last report
+        self.last_value = None
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
-        value = (metrics or {}).get(f"eval_{self.reporter.tag}")
+        metrics = metrics or {}
+        value = metrics.get(f"eval_{self.reporter.tag}")
         if value is not None:
             self.report(value, state.global_step)
+        quality = {
+            name.removeprefix("eval_"): number
+            for name, number in metrics.items()
+            if not name.endswith(("_runtime", "_per_second"))
+        }
+        self.tracker.log_evaluation(quality, state.global_step)
         return control
 
     def report(self, value: float, step: int) -> None:
         self.reporter.report(value, step)
-        self.last_step = step
+        self.last_step, self.last_value = step, value
 
 
 class LogProgress(TrainerCallback):

@@ -31,6 +31,7 @@ from trainer import (
     preemption_hook,
     reporting,
     resume,
+    tracking,
     training_order,
 )
 from trainer import model as models
@@ -234,7 +235,9 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
     if resume_from and is_rank0:
         logger.info("Resuming from %s", os.path.basename(resume_from))
 
-    report = reporting.ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0))
+    # job.experiment: the chief's rank 0 logs to the job's Experiment run.
+    tracker = tracking.start(args, is_rank0 and ctx.cluster.is_chief, ctx.cluster.trial)
+    report = reporting.ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0), tracker)
     callbacks = [
         report,
         resume.MirrorCheckpoints(checkpoint_dir, args.checkpoint_minutes, KEEP_CHECKPOINTS, notice),
@@ -263,6 +266,7 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
     if is_rank0:
         staging = os.path.join(work_dir, "export")
         models.export(trainer.model, tokenizer, ctx.model_dir.local(), staging, args.max_seq_length)
+        tracker.finish({METRIC: report.last_value})  # the exported model's (report_final_model)
     if dist.is_available() and dist.is_initialized():  # only in torchrun workers
         dist.barrier()  # every rank is past the export
         distributed.end_worker(0)

@@ -24,9 +24,10 @@ from vertex_trainer_tools.testing import read_metrics
 from trainer import cli, flags, objectives
 
 
-def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_path):
+def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_path, experiment_run):
     base = tmp_path / "job"
     env = trainer_env(
+        **experiment_run.env,  # as for a job with job.experiment
         AIP_MODEL_DIR=f"{base}/model/",
         AIP_CHECKPOINT_DIR=f"{base}/checkpoints/",
         AIP_TENSORBOARD_LOG_DIR=f"{base}/logs/",
@@ -67,6 +68,11 @@ def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_pat
     assert all(set(m) >= {"auc", "trial", "timestamp"} for m in metrics)
     assert float(metrics[-1]["auc"]) > 0.95
     assert abs(float(metrics[-1]["auc"]) - metadata["metric"]["value"]) < 1e-6
+    # The Experiment run: the flags, each evaluation, the exported model's metric.
+    logged = experiment_run.logged()
+    assert logged["_params"]["num_boost_round"] == 30 and logged["_state"] == "COMPLETE"
+    assert [e["step"] for e in experiment_run.evaluations()] == [10, 20, 30]
+    assert logged["_metrics"]["final_auc"] == pytest.approx(metadata["metric"]["value"])
     # Checkpoints follow the complete-marker protocol; the newest two are kept.
     kept = sorted(p.name for p in (base / "checkpoints").iterdir())
     assert kept == ["checkpoint-20", "checkpoint-30"]

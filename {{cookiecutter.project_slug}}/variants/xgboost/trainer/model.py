@@ -13,7 +13,7 @@ import tempfile
 import xgboost as xgb
 from xgboost.callback import TrainingCallback
 
-from trainer import checkpoints, hptune, runtime
+from trainer import checkpoints, hptune, runtime, tracking
 from trainer.cli import InputError
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,8 @@ def cpu_count() -> int:
 
 
 class MetricReporter(TrainingCallback):
-    """Log the eval metric and report it for hyperparameter tuning every ``every`` rounds.
+    """Log the eval metric and report it for hyperparameter tuning (and to the Experiment run)
+    every ``every`` rounds.
 
     Without early stopping, XGBoost is not given the eval set (scoring it after every round
     costs about 12% of training time); the metric is computed here, every ``every`` rounds.
@@ -65,9 +66,11 @@ class MetricReporter(TrainingCallback):
         data_name: str,
         every: int,
         total: int,
+        tracker: tracking.Tracker | None = None,
     ):
         super().__init__()
         self.reporter = reporter
+        self.tracker = tracker or tracking.NoTracker()
         self.data = data
         self.data_name = data_name
         self.every = every
@@ -90,6 +93,7 @@ class MetricReporter(TrainingCallback):
                 value,
             )
             self.reporter.report(value, rounds)
+            self.tracker.log_evaluation({self.reporter.tag: value}, rounds)
         return False
 
 

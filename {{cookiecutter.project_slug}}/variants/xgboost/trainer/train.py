@@ -15,7 +15,7 @@ import time
 import pandas as pd
 import xgboost as xgb
 
-from trainer import cli, data, distributed, model, objectives, preemption, resume
+from trainer import cli, data, distributed, model, objectives, preemption, resume, tracking
 from trainer import schema as schemas
 from trainer.context import RunContext
 from trainer.preemption_hook import StopOnNotice, stopped_early
@@ -110,9 +110,10 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         del x_train, x_eval
 
         reporter = ctx.metric_reporter(tag)  # the chief's: one file writer
+        tracker = tracking.start(args, cluster.is_chief, cluster.trial)  # job.experiment
         start = resume.restore(checkpoint_dir, group, objective, schema, args.num_boost_round)
         booster = boost(
-            args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter, notice
+            args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter, notice, tracker
         )
         stopped_early(notice, booster, args.num_boost_round)
 
@@ -140,6 +141,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
                 model_dir,
                 metadata(args, objective, schema, exported, tag, value, stopping),
             )
+            tracker.finish({tag: value})
         else:
             logger.info("Replica %d is not the chief: it does not export", group.rank)
     return 0
@@ -172,7 +174,7 @@ def check_metric_defined(metric: str, labels, source: str, classes: list | None)
 
 
 def boost(
-    args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter, notice=None
+    args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter, notice=None, tracker=None
 ) -> xgb.Booster:
     """Boost the rounds still missing after ``start``, with checkpoints and metric reports;
     on a preemption ``notice``, stop after the round all replicas agree on, saved."""
@@ -187,7 +189,9 @@ def boost(
     # N's score (a restart from it then stops where an uninterrupted run does); on the round it
     # stops, the metric is reported and the checkpoint saved by the final steps instead.
     callbacks = [
-        model.MetricReporter(reporter, deval, EVAL_NAME, args.report_rounds, args.num_boost_round),
+        model.MetricReporter(
+            reporter, deval, EVAL_NAME, args.report_rounds, args.num_boost_round, tracker
+        ),
         checkpointer,
     ]
     if notice is not None:  # last: a round that another callback stops needs no agreement
