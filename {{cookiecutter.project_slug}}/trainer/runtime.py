@@ -140,11 +140,6 @@ def resolve_output_dirs(
     )
 
 
-def run_output_dir(base_output_dir: str, trial: str | None = None) -> str:
-    """The output base of one job: ``<base>``, or ``<base>/<trial>`` for an HPT trial's job."""
-    return join(base_output_dir, trial) if trial else strip_trailing_slash(base_output_dir)
-
-
 # --- the cluster -----------------------------------------------------------------------------
 
 

@@ -1,10 +1,7 @@
 """GPU paths of the Keras trainer (``make test-gpu``): one GPU, and MirroredStrategy on several.
 
-Each test runs ``trainer.task.main`` (the public CLI) in a fresh process that sees the GPUs
-(conftest.py hides them from the other tests' processes), then reads how much memory
-TensorFlow used on each GPU. Without a GPU visible to TensorFlow every test here is skipped
-with the reason; on a GPU VM: ``make test-gpu`` or ``python -m pytest -m gpu -rs``.
-The trainer has no mixed-precision option, so there is no mixed-precision test.
+Each runs ``trainer.task.main`` in a fresh process that sees the GPUs (the other tests' do not)
+and reads TensorFlow's peak memory per GPU; skipped with the reason without a GPU.
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ from trainer import checkpoints
 
 GPUS = tf.config.list_physical_devices("GPU")
 NO_GPU = (
-    "no GPU visible to TensorFlow: tf.config.list_physical_devices('GPU') is empty "
-    f"(tensorflow {tf.__version__}, built with CUDA: {tf.test.is_built_with_cuda()}; on a GPU "
-    "VM the CUDA libraries come with the tf-gpu image or pip install 'tensorflow[and-cuda]')"
+    f"no GPU visible to TensorFlow {tf.__version__} (built with CUDA: "
+    f"{tf.test.is_built_with_cuda()}; on a GPU VM: the tf-gpu image or tensorflow[and-cuda])"
 )
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not GPUS, reason=NO_GPU)]
 

@@ -9,12 +9,12 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import yaml
 from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
 from vertex_trainer_tools.testing import read_metrics
 
 from trainer import checkpoints
+from trainer import model as models
 
 # What importing TensorFlow prints by default (TensorFlow 2.17 on CPU): INFO banners and
 # "Unable to register cuFFT/cuDNN/cuBLAS factory" errors that mean nothing.
@@ -27,12 +27,9 @@ NOISE = (
 )
 
 
-def serve(model_dir, images):
-    loaded = tf.saved_model.load(str(model_dir))
-    return loaded.signatures["serving_default"](images=tf.constant(images, tf.float32))
-
-
-def test_trains_exports_and_reports(tmp_path, metrics_file, experiment_run, monkeypatch):
+def test_trains_exports_and_reports(
+    tmp_path, metrics_file, experiment_run, monkeypatch, serve_model
+):
     for name, value in experiment_run.env.items():  # as for a job with job.experiment
         monkeypatch.setenv(name, value)
     job = tmp_path / "job"
@@ -53,17 +50,12 @@ def test_trains_exports_and_reports(tmp_path, metrics_file, experiment_run, monk
     assert [e["accuracy"] for e in evaluations] == pytest.approx(accuracy)
     assert logged["_metrics"]["final_accuracy"] == pytest.approx(accuracy[-1])
 
-    # The SavedModel loads without the trainer's code and predicts through serving_default.
-    model_dir = job / "model"
-    assert (model_dir / "saved_model.pb").is_file()
-    outputs = serve(model_dir, np.random.default_rng(0).uniform(0, 255, (3, 16, 16, 3)))
-    probabilities = outputs["probabilities"].numpy()
-    assert probabilities.shape == (3, 4)
-    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
-    assert outputs["class_index"].numpy().tolist() == probabilities.argmax(axis=1).tolist()
-    assert {name.decode() for name in outputs["class_name"].numpy()} <= {
-        f"class_{k}" for k in range(4)
-    }
+    # The SavedModel, without the trainer's code, answers a Vertex request (serving_default).
+    images = np.random.default_rng(0).uniform(0, 255, (3, 16, 16, 3)).tolist()
+    rows = serve_model(job / "model", images)["predictions"]
+    assert [len(row["probabilities"]) for row in rows] == [4] * 3
+    assert [sum(row["probabilities"]) for row in rows] == pytest.approx([1.0] * 3, rel=1e-5)
+    assert all(row["class_name"] == f"class_{row['class_index']}" for row in rows)
 
     # Epoch checkpoints with the complete marker; TensorBoard event files.
     latest = checkpoints.latest_complete(str(job / "checkpoints"))
@@ -185,3 +177,19 @@ def test_metric_name_needs_no_tensorflow():
     )
     study = yaml.safe_load((PROJECT / "vertex.yaml").read_text())["hpt"]["metric"]["id"]
     assert result.stdout.split() == [study, "False"]
+
+
+def test_savedmodel_answers_vertex_requests_as_the_keras_model(tmp_path, serve_model):
+    """TF Serving's row format (one object of every output per instance), as the prebuilt TF
+    prediction image serves it, with what the Keras model predicts."""
+    classes = ("circle", "square", "triangle")
+    classifier = models.build("small-cnn", len(classes), 16, "none", False, 0.01)
+    images = np.random.default_rng(0).uniform(0, 255, (4, 16, 16, 3)).astype(np.float32)
+    classifier.fit(images, np.arange(4) % len(classes), epochs=1, verbose=0)
+    models.export(classifier, classes, 16, str(tmp_path / "model"))
+    rows = serve_model(tmp_path / "model", images.tolist())["predictions"]
+    expected = classifier(images, training=False).numpy()
+    assert [set(row) for row in rows] == [{"probabilities", "class_index", "class_name"}] * 4
+    served = [row["probabilities"] for row in rows]
+    np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-6)
+    assert [row["class_name"] for row in rows] == [classes[i] for i in expected.argmax(1)]
