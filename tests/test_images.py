@@ -209,10 +209,24 @@ def torch_build_args(wheels) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module", params=list(VARIANTS))
-def image(request, base_image, wheels, tmp_path_factory):
-    """(framework, project folder, image tag) of one variant's CPU image; removed afterwards."""
-    framework = request.param
+@pytest.fixture(scope="session")
+def built_images(base_image, wheels, tmp_path_factory):
+    """``build(framework)`` -> (framework, project folder, image tag): each variant's CPU image,
+    built once per session (tests of several modules and orders share it), removed at the end."""
+    built: dict[str, tuple[str, Path, str]] = {}
+
+    def build(framework: str) -> tuple[str, Path, str]:
+        if framework not in built:
+            built[framework] = build_image(framework, base_image, wheels, tmp_path_factory)
+        return built[framework]
+
+    yield build
+    for _, _, tag in built.values():
+        docker("image", "rm", tag, timeout=300)  # its untagged parent layers go with it
+    assert not docker("image", "ls", "--quiet", "--filter", f"label={BUILD_LABEL}").stdout
+
+
+def build_image(framework, base_image, wheels, tmp_path_factory) -> tuple[str, Path, str]:
     project = bake(tmp_path_factory.mktemp(f"img-{framework}"), framework=framework, **CPU)
     build_args = {"BASE_IMAGE": base_image, **wheels[0]}
     if framework == "pytorch":
@@ -231,17 +245,19 @@ def image(request, base_image, wheels, tmp_path_factory):
         pytest.fail(
             f"{framework} image build failed:\n{built.stdout[-4000:]}{built.stderr[-4000:]}"
         )
-    try:
-        size = docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip()
-        print(
-            f"\n{framework} image: {int(size) / 1e6:.0f} MB, built in "
-            f"{time.monotonic() - started:.0f} s",
-            file=sys.stderr,
-        )
-        yield framework, project, tag
-    finally:
-        docker("image", "rm", tag, timeout=300)  # its untagged parent layers go with it
-        assert not docker("image", "ls", "--quiet", "--filter", f"label={BUILD_LABEL}").stdout
+    size = docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip()
+    print(
+        f"\n{framework} image: {int(size) / 1e6:.0f} MB, built in "
+        f"{time.monotonic() - started:.0f} s",
+        file=sys.stderr,
+    )
+    return framework, project, tag
+
+
+@pytest.fixture(params=list(VARIANTS))
+def image(request, built_images):
+    """(framework, project folder, image tag) of one variant's CPU image."""
+    return built_images(request.param)
 
 
 def project_tools(project: Path):

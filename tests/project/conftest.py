@@ -19,3 +19,15 @@ PROJECT = Path(os.environ["PROJECT_UNDER_TEST"]).resolve()
 COPY_IGNORE = shutil.ignore_patterns(
     ".git", "outputs", "dist", "build", "*.egg-info", "__pycache__", ".*_cache", ".venv", "venv"
 )
+
+
+def copy_with_latest_job(project: Path) -> Path:
+    """Give the copy ``project`` the demo's newest local job (``make demo`` ran ``make
+    train-local``), as a user's folder has it after training: no second training run."""
+    jobs = PROJECT / "outputs" / "local"
+    latest = (jobs / "latest").resolve()
+    assert latest.is_dir(), f"{jobs}/latest: the demo left no job"
+    target = project / "outputs" / "local"
+    shutil.copytree(latest, target / latest.name, symlinks=True)
+    shutil.copy2(jobs / "latest", target / "latest", follow_symlinks=False)
+    return (target / "latest").resolve()

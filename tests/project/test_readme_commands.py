@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import COPY_IGNORE, PROJECT
+from conftest import COPY_IGNORE, PROJECT, copy_with_latest_job
 
 HERE = Path(__file__).resolve().parent
 # The files whose shell blocks are run.
@@ -139,7 +139,7 @@ def test_readme_command_runs_as_written(tmp_path, command):
     project = tmp_path / PROJECT.name
     shutil.copytree(PROJECT, project, ignore=COPY_IGNORE)
     if "outputs/local/latest" in command or command.startswith(AFTER_TRAINING):
-        run("make train-local", project)  # it reads the model of a previous local run
+        copy_with_latest_job(project)  # it reads the model of a previous local run
     result = run(command, project)
     if command.startswith("make predict-local INSTANCES="):  # Vertex's response, one per instance
         instances = json.loads((project / command.split("INSTANCES=")[1].split()[0]).read_text())

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import COPY_IGNORE, PROJECT
+from conftest import COPY_IGNORE, PROJECT, copy_with_latest_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -85,7 +85,7 @@ def test_readme_command_runs_as_written(tmp_path, command):
     latest = project / "outputs" / "local" / "latest"
     previous = None
     if "RESUME=latest" in command:
-        previous = job_folder(run("make train-local", project).stdout)
+        previous = copy_with_latest_job(project)
     result = run(command, project)
     if not command.startswith("make"):
         assert "usage: vertex-tools local-run" in result.stdout
