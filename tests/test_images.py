@@ -85,7 +85,7 @@ VARIANTS = {
             "--max-train-samples=256",
             "--max-eval-samples=64",
             "--max-seq-length=64",
-            "--epochs=4",
+            "--epochs=2",
             "--save-steps=8",
             "--checkpoint-minutes=0",
         ],
@@ -435,7 +435,7 @@ def test_xgboost_cluster_of_containers_and_its_kill_drills(default_image):
 # Two replicas that train for a while after the first checkpoint, so the notice lands mid-run.
 NOTICE_ARGS = {
     "keras": " ".join(VARIANTS["keras"]["args"]).replace("--epochs=6", "--epochs=3"),
-    "pytorch": " ".join(VARIANTS["pytorch"]["args"]),
+    "pytorch": " ".join(VARIANTS["pytorch"]["args"]).replace("--epochs=2", "--epochs=4"),
 }
 
 
@@ -451,12 +451,15 @@ def test_preemption_notice_to_one_container_of_a_cluster(default_image, image):
         args=NOTICE_ARGS[framework],
     )  # fmt: skip
     folder = (project / "outputs/local/latest").resolve()
-    assert "kill drill: SIGTERM to workerpool0-0" in output, output[-6000:]
-    assert "kill drill: workerpool0-0 exited 143" in output, output[-6000:]
-    assert not re.search(r"kill drill: \S+ still running", output), output[-6000:]
+    # The runner's own lines, the notices and any error: what a failure needs to be read.
+    wanted = r"^local_run \||notice|SIGTERM|Traceback|Error|exit"
+    summary = "\n".join(line for line in output.splitlines() if re.search(wanted, line))
+    assert "kill drill: SIGTERM to workerpool0-0" in output, summary[-8000:]
+    assert "kill drill: workerpool0-0 exited 143" in output, summary[-8000:]
+    assert not re.search(r"kill drill: \S+ still running", output), summary[-8000:]
     # The worker got no signal: it learned of the notice from the chief, at the same step.
     saved = dict(re.findall(r"^(workerpool\d-0) \| .*notice: saved checkpoint-(\d+)", output, re.M))
-    assert set(saved) == {"workerpool0-0", "workerpool1-0"}, output[-6000:]
+    assert set(saved) == {"workerpool0-0", "workerpool1-0"}, summary[-8000:]
     assert len(set(saved.values())) == 1, saved
     assert re.search(r"^workerpool1-0 \| .*SIGTERM reached another replica", output, re.M)
     assert re.search(rf"^workerpool0-0 \| .*{VARIANTS[framework]['resumed']}", output, re.M)

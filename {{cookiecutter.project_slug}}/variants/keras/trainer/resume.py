@@ -193,7 +193,11 @@ class CheckpointCallback(keras.callbacks.Callback):
             self.state.save(self._epoch, steps_into_epoch=self.steps_offset + batch + 1)
             self.interval.reset()
         if stop:
-            self.model.stop_training = True
+            # Out of fit at once, every task at this batch: nothing of Keras's epoch and train
+            # ends (collectives, TensorBoard) stands between the published checkpoint and the
+            # exit, which the VM's stop may cut short.
+            self.state.close()
+            raise self.notice.preempted(f"{checkpoints.PREFIX}{self.state.step}")
 
     def on_epoch_end(self, epoch, logs=None):
         if self.notice is not None and self.notice.stopping:
