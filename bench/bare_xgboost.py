@@ -23,6 +23,9 @@ def main() -> None:
     parser.add_argument("--eta", type=float, required=True)
     parser.add_argument("--nthread", type=int, default=0, help="0: XGBoost's default, all cores")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--base-score", default="auto", help="the trainer's default is 0.5 (auto: XGBoost's)"
+    )
     parser.add_argument("--device", default="cpu", help="cuda: the GPU benchmark (gpu.py)")
     args = parser.parse_args()
 
@@ -35,6 +38,8 @@ def main() -> None:
         "eta": args.eta,
         "seed": args.seed,
     }
+    if args.base_score != "auto":
+        params["base_score"] = float(args.base_score)
     if args.nthread:
         params["nthread"] = args.nthread
     if args.device != "cpu":
