@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from trainer import runtime  # the template's trainer package, no framework (see conftest.py)
+from trainer import runtime, tracking  # the template's trainer package, no framework (conftest.py)
 from vertex_trainer_tools import contract
 
 
@@ -21,6 +21,16 @@ def test_the_two_sides_name_the_same_pools_and_folders():
     assert (contract.GCS_PREFIX, contract.FUSE_ROOT) == (runtime.GCS_PREFIX, runtime.FUSE_ROOT)
     for name in ("MODEL_SUBDIR", "CHECKPOINT_SUBDIR", "TENSORBOARD_SUBDIR"):
         assert getattr(contract, name) == getattr(runtime, name)
+
+
+def test_the_trainer_reads_the_experiment_run_the_tools_name():
+    env = contract.experiment_env("my-project", "europe-west4", "my-runs", "job-20260101-000000")
+    assert (contract.EXPERIMENT_ENV, contract.EXPERIMENT_RUN_ENV) == (
+        tracking.EXPERIMENT_ENV,
+        tracking.RUN_ENV,
+    )
+    names = ("my-project", "europe-west4", "my-runs", "job-20260101-000000")
+    assert tracking.parse_names(env) == names
 
 
 class TestReplicaEnvironment:

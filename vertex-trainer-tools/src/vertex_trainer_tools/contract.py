@@ -169,3 +169,17 @@ def marked_complete(root: str) -> list[str]:
                 if os.path.exists(os.path.join(path, CHECKPOINT_MARKER)):
                     found.append(path)
     return sorted(found)
+
+
+# The job's Experiment run, named to the trainer (trainer/tracking.py reads them): what the SDK
+# reads (aiplatform/metadata/constants.py) and its preview CustomJob.submit sets.
+EXPERIMENT_ENV, EXPERIMENT_RUN_ENV = "AIP_EXPERIMENT_NAME", "AIP_EXPERIMENT_RUN_NAME"
+
+
+def experiment_env(project: str, region: str, experiment: str, run: str) -> dict[str, str]:
+    """Full resource names (they carry project and region) of an experiment and its run."""
+    contexts = f"projects/{project}/locations/{region}/metadataStores/default/contexts"
+    return {
+        EXPERIMENT_ENV: f"{contexts}/{experiment}",
+        EXPERIMENT_RUN_ENV: f"{contexts}/{experiment}-{run}",
+    }

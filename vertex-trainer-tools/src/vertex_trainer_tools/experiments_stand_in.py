@@ -21,6 +21,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from vertex_trainer_tools import contract
+
 STORE = r"/v1/(projects/[^/]+/locations/[^/]+/metadataStores/default)"
 STORE_PATH = re.compile(rf"^{STORE}$")
 CONTEXTS = re.compile(rf"^{STORE}/contexts$")
@@ -124,10 +126,8 @@ class TrackedRun:
 
     def __init__(self, server: ExperimentsServer, experiment: str = "tests", run: str = "run-1"):
         self.server, self.experiment, self.run = server, experiment, run
-        contexts = "projects/demo-project/locations/us-central1/metadataStores/default/contexts"
         self.env = {
-            "AIP_EXPERIMENT_NAME": f"{contexts}/{experiment}",
-            "AIP_EXPERIMENT_RUN_NAME": f"{contexts}/{experiment}-{run}",
+            **contract.experiment_env("demo-project", "us-central1", experiment, run),
             "VERTEX_API_ENDPOINT": server.url,
         }
 
@@ -135,7 +135,7 @@ class TrackedRun:
         return self.server.store.run(self.experiment, self.run)
 
     def evaluations(self) -> list[dict]:
-        path = self.env["AIP_EXPERIMENT_RUN_NAME"]
+        path = self.env[contract.EXPERIMENT_RUN_ENV]
         seen: list[dict] = []
         for method, request_path, body in self.server.requests:
             if method != "PATCH" or not request_path.endswith(path):

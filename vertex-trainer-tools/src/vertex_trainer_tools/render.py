@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from vertex_trainer_tools import config as config_lib
+from vertex_trainer_tools import contract
 
 NAME_LIMIT = 128  # Vertex display names: at most 128 UTF-8 characters
-# What the SDK reads (aiplatform/metadata/constants.py) and its preview CustomJob.submit sets.
-EXPERIMENT_ENV, EXPERIMENT_RUN_ENV = "AIP_EXPERIMENT_NAME", "AIP_EXPERIMENT_RUN_NAME"
 GCLOUD_DIR = "build/gcloud"
 
 
@@ -46,12 +45,7 @@ def experiment_run(cfg: config_lib.Config, display_name: str) -> str:
 
 def experiment_env(cfg: config_lib.Config, run: str) -> dict[str, str]:
     """Full resource names (they carry project and region) of the job's experiment and run."""
-    contexts = f"projects/{cfg.project}/locations/{cfg.region}/metadataStores/default/contexts"
-    experiment = cfg.job.experiment
-    return {
-        EXPERIMENT_ENV: f"{contexts}/{experiment}",
-        EXPERIMENT_RUN_ENV: f"{contexts}/{experiment}-{run}",
-    }
+    return contract.experiment_env(cfg.project, cfg.region, cfg.job.experiment, run)
 
 
 def worker_pool_specs(
