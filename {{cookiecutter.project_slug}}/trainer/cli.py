@@ -49,19 +49,26 @@ def non_negative_integer(value: str) -> int:
     return number
 
 
-def non_negative_float(value: str) -> float:
+def _finite(value: str) -> float:
     try:
         number = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-    if not math.isfinite(number) or number < 0:
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
+    return number
+
+
+def non_negative_float(value: str) -> float:
+    number = _finite(value)
+    if number < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
     return number
 
 
 def positive_float(value: str) -> float:
-    number = non_negative_float(value)
-    if number == 0:
+    number = _finite(value)
+    if number <= 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {value!r}")
     return number
 

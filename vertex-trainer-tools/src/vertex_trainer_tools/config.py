@@ -48,6 +48,7 @@ PLACEHOLDER_PATTERNS = (
     re.compile(r"\b(PROJECT_ID|PROJECT_NUMBER|PROJECT|CHANGE_?ME|TODO)\b"),
     re.compile(r"<[^>]*>"),
 )
+MODULE_RE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 LOCATION_IN_NAME_RE = re.compile(r"/locations/([^/]+)/")
 
 ConfigError = schema.SchemaError  # ``problems``: one line per problem, each naming its key
@@ -69,7 +70,10 @@ class PythonPackage(Model):
     executor_image_uri: str = example(
         "us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest", min_length=1
     )
-    python_module: str = example("trainer.task", "trainer.task", min_length=1)
+    # What `python -m` runs: a dotted module name, not a file path.
+    python_module: str = pattern(
+        MODULE_RE, "a module name (dotted, not a file path)", "trainer.task", "trainer.task"
+    )
 
 
 class Config(Model):
@@ -83,11 +87,18 @@ class Config(Model):
     hpt: HptConfig | None = None
     model: ModelConfig = Field(default_factory=ModelConfig)  # make upload-model
     _path: str = PrivateAttr(DEFAULT_PATH)
+    _document: Any = PrivateAttr(None)
 
     @property
     def path(self) -> str:
         """The file this was read from (the start of each problem's line)."""
         return self._path
+
+    @property
+    def document(self) -> Any:
+        """The YAML it was read from, with each key's line (``schema.line_of``); None when
+        built from a dict."""
+        return self._document
 
     def settle(self):
         staging = self.staging_bucket.rstrip("/")
@@ -208,10 +219,21 @@ def load(path: str | Path = DEFAULT_PATH) -> Config:
     """Read, check and return the config; raises ``ConfigError`` (one line per problem)."""
     path = str(path)
     try:
-        text = Path(path).read_text()
+        raw = Path(path).read_bytes()
     except OSError as error:
         raise ConfigError([f"{path}: cannot read it ({error.strerror})"]) from None
-    return parse(schema.load_yaml(text, path), path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        byte = raw[error.start : error.start + 1].hex()
+        raise ConfigError(
+            [f"{path}:{line}: is not UTF-8 text (byte 0x{byte}): save it as UTF-8"]
+        ) from None
+    document = schema.load_yaml(text, path)
+    cfg = parse(document, path)
+    cfg._document = document
+    return cfg
 
 
 def _format(value: Any) -> str:

@@ -47,10 +47,10 @@ class WorkerPool(Model):
 
     machine_type: str = pattern(MACHINE_RE, MACHINE, "n1-standard-8")
     accelerator_type: schema.cased(_accelerator) = example("NVIDIA_TESLA_T4", NO_ACCELERATOR)
-    accelerator_count: Int = example(1, 0, ge=0)
-    replica_count: Int = example(1, 1, ge=1)
+    accelerator_count: Int = example(1, 0, ge=0, le=schema.INT32_MAX)
+    replica_count: Int = example(1, 1, ge=1, le=schema.INT64_MAX)
     boot_disk_type: Literal[DISK_TYPES] = "pd-ssd"
-    boot_disk_size_gb: Int = example(100, 100, ge=10)
+    boot_disk_size_gb: Int = example(100, 100, ge=10, le=schema.INT32_MAX)
     image_uri: str = ""  # another image for this pool only (e.g. Reduction Server)
 
     @property
@@ -93,7 +93,7 @@ def _env(value: Any) -> Any:
 
 
 class Scheduling(Model):
-    timeout_seconds: Int = example(86400, 86400, ge=1)
+    timeout_seconds: Int = example(86400, 86400, ge=1, le=schema.DURATION_MAX_SECONDS)
     # STANDARD (on demand), SPOT (preemptible, cheaper) or FLEX_START (queued for scarce GPUs).
     strategy: schema.cased(str.upper, "", *STRATEGIES) = ""
     max_wait: schema.Seconds = None  # FLEX_START only
@@ -124,7 +124,7 @@ class Scheduling(Model):
 class ReductionServer(Model):
     """Worker pool 2 running Google's Reduction Server: faster NCCL all-reduce across nodes."""
 
-    replica_count: Int = example(2, ge=1)
+    replica_count: Int = example(2, ge=1, le=schema.INT64_MAX)
     machine_type: str = pattern(MACHINE_RE, MACHINE, "n1-highcpu-16", "n1-highcpu-16")
     image_uri: str = REDUCTION_SERVER_IMAGE
 

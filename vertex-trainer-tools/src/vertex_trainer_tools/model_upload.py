@@ -363,11 +363,14 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools upload-model")
     args = parse_args(sys.argv[1:] if argv is None else argv, prog)
     try:
         cfg = config_lib.load(args.config)
+    except config_lib.ConfigError as error:  # exit 1, as check and submit give for it
+        for line in error.problems:
+            print(f"ERROR: {line}", file=sys.stderr)
+        return 1
+    try:
         return upload_model(
             cfg, args.job, dry_run=args.dry_run, jobs_root=args.jobs_root, metric=args.metric
         )
-    except config_lib.ConfigError as error:
-        lines = error.problems
     except SubmitError as error:
         lines = error.lines
     for line in lines:

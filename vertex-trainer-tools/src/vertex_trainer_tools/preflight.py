@@ -4,8 +4,11 @@
   installed, else the copies in ``gcp_names.py``, which a test holds equal to it);
 - the trainer: every ``job.args`` flag and every ``hpt.parameters`` id must be a flag of
   ``python -m trainer.task``, since Vertex passes ``--<id>=<value>`` and the trainer ignores
-  flags it does not know (a typo would tune nothing), ``hpt.metric`` must be the tag and
-  goal the trainer reports, and a Reduction Server needs a trainer that can use it.
+  flags it does not know (a typo would tune nothing); ``job.args``, ``ARGS`` and the values a
+  study can pass must parse with the trainer's own parser (``trainer_args.py``);
+  ``hpt.metric`` must be the tag and goal the trainer reports, and a Reduction Server needs a
+  trainer that can use it;
+- ``python_package.python_module`` must be a module of the project.
 
 Nothing here imports the ML framework: the flags come from the project's ``trainer/flags.py``
 and the metric from ``trainer/metric.py``, framework-free modules of the variant, imported.
@@ -17,14 +20,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
-from vertex_trainer_tools.project import project_root
+from vertex_trainer_tools.project import TRAINER_MODULE, project_root
+from vertex_trainer_tools.trainer_args import Trainer, argument_problems, parameter_problem
 
 
 def accelerator_types() -> set[str]:
@@ -77,24 +83,55 @@ def _is_trainer(name: str) -> bool:
     return name == "trainer" or name.startswith("trainer.")
 
 
+TRAINER_MODULES = ("cli", "flags", "metric")  # the framework-free ones the checks read
+_imported: dict[tuple, tuple[dict[str, ModuleType], Trainer | None]] = {}
+
+
+def _imported_trainer(root: Path | None) -> tuple[dict[str, ModuleType], Trainer | None]:
+    """The project's ``trainer.cli``, ``trainer.flags`` and ``trainer.metric`` (those it has),
+    imported once per version of its ``trainer/*.py`` files (an edited file is read afresh),
+    and the ``Trainer`` that parses with them."""
+    root = root or project_root()
+    folder = root / "trainer"
+    if not (folder / "flags.py").is_file():
+        return {}, None
+    files = sorted(folder.glob("*.py"))
+    version = (str(root), tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files))
+    if version not in _imported:
+        with _trainer_package(root):
+            modules = {
+                name: importlib.import_module(f"trainer.{name}")
+                for name in TRAINER_MODULES
+                if (folder / f"{name}.py").is_file()
+            }
+        trainer = Trainer(modules["flags"], modules["cli"]) if "cli" in modules else None
+        _imported.clear()  # one project at a time
+        _imported[version] = modules, trainer
+    return _imported[version]
+
+
+def trainer_modules(root: Path | None = None) -> dict[str, ModuleType]:
+    """The project's framework-free ``trainer`` modules the checks read, by name."""
+    return _imported_trainer(root)[0]
+
+
+def load_trainer(root: Path | None = None) -> Trainer | None:
+    """The project's ``trainer/flags.py`` and ``trainer/cli.py`` (framework-free), to parse
+    arguments as the trainer will; None for a project without them."""
+    return _imported_trainer(root)[1]
+
+
 def trainer_parser(root: Path | None = None) -> argparse.ArgumentParser | None:
     """``python -m trainer.task``'s parser, from the variant's ``trainer/flags.py`` (which imports
     no framework); None for a project without one."""
-    root = root or project_root()
-    if not (root / "trainer" / "flags.py").is_file():
-        return None
-    with _trainer_package(root):
-        return importlib.import_module("trainer.flags").parser()
+    flags = trainer_modules(root).get("flags")
+    return flags.parser() if flags else None
 
 
 def no_reduction_server(root: Path | None = None) -> str | None:
     """Why the trainer cannot use Google's Reduction Server (``NO_REDUCTION_SERVER`` of its
     ``trainer/flags.py``); None when it can, or for a project without one."""
-    root = root or project_root()
-    if not (root / "trainer" / "flags.py").is_file():
-        return None
-    with _trainer_package(root):
-        return getattr(importlib.import_module("trainer.flags"), "NO_REDUCTION_SERVER", None)
+    return getattr(trainer_modules(root).get("flags"), "NO_REDUCTION_SERVER", None)
 
 
 def reduction_server_problems(job, root: Path | None = None) -> list[tuple[str, str]]:
@@ -107,43 +144,77 @@ def reduction_server_problems(job, root: Path | None = None) -> list[tuple[str, 
 
 def trainer_flags(root: Path | None = None) -> dict[str, bool]:
     """``python -m trainer.task``'s flags, each mapped to whether it takes a value."""
-    parser = trainer_parser(root)
-    if parser is None:
-        return {}
-    return {
-        option: action.nargs != 0
-        for action in parser._actions  # argparse keeps no public list of its options
-        for option in action.option_strings
-        if option.startswith("--") and option != "--help"
-    }
+    trainer = load_trainer(root)
+    flags = trainer.flags_taking_values if trainer is not None else {}
+    return {option: value for option, value in flags.items() if option != "--help"}
 
 
 def reported_metric(trainer_args: Sequence[str], root: Path | None = None):
     """``(metric id, goal)`` from the variant's ``trainer/metric.py``; None without one."""
-    root = root or project_root()
-    if not (root / "trainer" / "metric.py").is_file():
+    metric = trainer_modules(root).get("metric")
+    if metric is None:
         return None
-    with _trainer_package(root):
-        return importlib.import_module("trainer.metric").reported_metric(list(trainer_args))
+    # A metric module that parses the flags must not print argparse's usage: the arguments'
+    # own problems are reported by argument_lines.
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            return metric.reported_metric(list(trainer_args))
+        except SystemExit:
+            return None
 
 
-def args_problems(trainer_args: Sequence[str], root: Path | None = None) -> list[tuple]:
-    """``(key, why)`` for ``--flags`` in the trainer's arguments that the trainer does not have:
-    it would only warn and ignore them on Vertex, after the VMs started."""
+def unknown_flags(trainer_args: Sequence[str], root: Path | None = None) -> list[tuple]:
+    """``(index, argument, why)`` for ``--flags`` in the trainer's arguments that the trainer
+    does not have: it would only warn and ignore them on Vertex, after the VMs started."""
     flags = {f[2:].replace("_", "-") for f in trainer_flags(root)}
     problems = []
-    for argument in trainer_args if flags else ():
-        if not argument.startswith("--"):
+    for index, argument in enumerate(trainer_args if flags else ()):
+        if not argument.startswith("--") or argument in ("--", "--help"):
             continue
         name = argument[2:].partition("=")[0].replace("_", "-")
         if name not in flags:
-            problems.append(
-                (
-                    "job.args",
-                    f"{argument!r}: the trainer has no flag --{name}"
-                    + (schema.close_matches(name, flags) or " (see python -m trainer.task --help)"),
-                )
-            )
+            hint = schema.close_matches(name, flags) or " (see python -m trainer.task --help)"
+            problems.append((index, repr(argument), f"the trainer has no flag --{name}{hint}"))
+    return problems
+
+
+def args_problems(trainer_args: Sequence[str], root: Path | None = None) -> list[tuple]:
+    """``(key, why)`` for ``--flags`` in the trainer's arguments that the trainer does not have."""
+    return [("job.args", f"{shown}: {why}") for _, shown, why in unknown_flags(trainer_args, root)]
+
+
+def argument_lines(cfg, job_args: Sequence[str], extra_args: Sequence[str], root_node) -> list[str]:
+    """One line per argument the trainer would ignore or refuse: located at its item of
+    ``job.args``, or ``ARGS:`` for the extra arguments of ``make submit ARGS=...``."""
+    args = [*job_args, *extra_args]
+    found = unknown_flags(args)
+    trainer = load_trainer()
+    if trainer is not None:
+        found += argument_problems(trainer, args)
+    lines = []
+    for index, shown, why in sorted(found, key=lambda item: item[0]):
+        if index >= len(job_args):
+            lines.append(f"ARGS: {shown}: {why}")
+            continue
+        line = schema.line_of(root_node, f"job.args[{index}]") if root_node is not None else 0
+        where = f"{cfg.path}:{line}" if line else cfg.path
+        lines.append(f"{where}: job.args: {shown}: {why}")
+    return lines
+
+
+def parameter_problems(hpt, root: Path | None = None) -> list[tuple[str, str]]:
+    """``(key, why)`` for study parameters whose values the trainer's parser would refuse: every
+    trial that draws one fails at argument parsing."""
+    trainer = load_trainer(root)
+    flags = trainer.flags_taking_values if trainer is not None else {}
+    problems = []
+    for parameter in hpt.parameters:
+        if not flags.get("--" + parameter.id.replace("_", "-")):
+            continue  # not a flag, or one without a value: hpt_problems says so
+        found = parameter_problem(trainer, parameter)
+        if found:
+            key, why = found
+            problems.append((schema.join(f"hpt.parameters.{parameter.id}", key), why))
     return problems
 
 
@@ -214,18 +285,60 @@ def vertex_problems(cfg) -> list[tuple[str, str]]:
     return problems
 
 
-def problems(cfg, trainer_args: Sequence[str] | None = None, hpt: bool = True) -> list[str]:
-    """Every pre-flight problem as one located line (``<file>:<line>: <key>: <why>``)."""
-    found = vertex_problems(cfg) + reduction_server_problems(cfg.job)
-    args = list(cfg.job.args) if trainer_args is None else list(trainer_args)
-    found += args_problems(args)
-    if hpt and cfg.hpt is not None:
-        found += hpt_problems(cfg.hpt, args)
-    try:
-        root = schema.load_yaml(Path(cfg.path).read_text(), cfg.path)
-    except (OSError, schema.SchemaError):
-        root = None  # a Config built from a dict: no lines to show
+def module_problems(cfg, root: Path | None = None) -> list[tuple[str, str]]:
+    """``python_package.python_module`` must be a module of this project's package."""
+    root = root or project_root()
+    if cfg.python_package is None or not (root / "trainer").is_dir():
+        return []
+    module = cfg.python_package.python_module
+    path = root.joinpath(*module.split("."))
+    if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+        return []
+    return [
+        (
+            "python_package.python_module",
+            f"{module}: no such module in this project (e.g. {TRAINER_MODULE})",
+        )
+    ]
+
+
+def problems(
+    cfg,
+    trainer_args: Sequence[str] | None = None,
+    hpt: bool = True,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """Every pre-flight problem as one located line (``<file>:<line>: <key>: <why>``).
+
+    ``trainer_args`` replaces ``job.args``; ``extra_args`` follow them (``ARGS``, reported as
+    such)."""
+    job_args = list(cfg.job.args) if trainer_args is None else list(trainer_args)
+    args = [*job_args, *extra_args]
+    root = cfg.document
+    if root is None:
+        try:
+            root = schema.load_yaml(Path(cfg.path).read_text(encoding="utf-8"), cfg.path)
+        except (OSError, ValueError):  # schema.SchemaError, UnicodeDecodeError
+            root = None  # a Config built from a dict: no lines to show
     reader = schema.Reader(root, cfg.path)
+    for key, why in vertex_problems(cfg) + reduction_server_problems(cfg.job):
+        reader.problem(key, why)
+    for key, why in module_problems(cfg):
+        reader.problem(key, why)
+    reader.problems += argument_lines(cfg, job_args, extra_args, root)
+    if hpt and cfg.hpt is not None:
+        found = hpt_problems(cfg.hpt, args) + parameter_problems(cfg.hpt)
+    else:
+        found = metric_problems(args)
     for key, why in found:
         reader.problem(key, why)
     return reader.problems
+
+
+def metric_problems(trainer_args: Sequence[str]) -> list[tuple[str, str]]:
+    """The trainer's metric module refuses the flags it follows (XGBoost: ``--objective``)."""
+    try:
+        reported_metric(trainer_args)
+    except ValueError as error:
+        return [("job.args", str(error))]
+    return []

@@ -46,10 +46,11 @@ def offline_problems(
     hpt: bool,
     package: bool,
     image_uri: str,
-    trainer_args: list[str] | None = None,
+    extra_args: list[str] | None = None,
 ) -> list[str]:
     """What would make Vertex refuse the job (or tune nothing), knowable before any API call:
-    the config, Vertex's names and, for a study, the trainer's flags and metric."""
+    the config, Vertex's names, the trainer's arguments (``job.args``, then ``extra_args``: the
+    ``ARGS`` after ``--``) and, for a study, its parameters and metric."""
     problems = []
     if hpt and cfg.hpt is None:
         problems.append(f"{cfg.path}: hpt: missing: describe the study there to tune")
@@ -57,7 +58,7 @@ def offline_problems(
         problems.append(f"{cfg.path}: python_package.executor_image_uri: missing for --package")
     if not package and not re.match(r"^[a-z0-9.-]+(:[0-9]+)?/[^:@\s]+[:@][^\s]+$", image_uri):
         problems.append(f"image {image_uri!r} is not a full image URI (HOST/PATH:TAG)")
-    problems += preflight.problems(cfg, trainer_args, hpt=hpt)
+    problems += preflight.problems(cfg, hpt=hpt, extra_args=extra_args or ())
     if cfg.job.experiment and not cfg.job.service_account:
         problems.append(f"{cfg.path}: job.service_account: an experiment needs a service account")
     return problems

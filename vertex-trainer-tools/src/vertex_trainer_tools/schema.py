@@ -43,23 +43,33 @@ class LineList(list):
     lines: list[int]
 
 
-class StrictLoader(yaml.SafeLoader):
+# libyaml's parser when PyYAML has it (about ten times faster), else PyYAML's own.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class StrictLoader(_SAFE_LOADER):
     """SafeLoader that rejects duplicate keys and keeps line numbers (``LineDict``/``LineList``)."""
 
     def __init__(self, stream):
         super().__init__(stream)
         self.duplicates: list[tuple[int, str, str]] = []  # (line, key path, message)
+        self.bad_keys: list[tuple[int, str, str]] = []  # keys that are not text: (line, path, kind)
         self.paths: dict[int, str] = {}
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
         path = self.paths.get(id(node), "")
-        for key_node, value_node in node.value:
+        own = sum(1 for key_node, _ in node.value if key_node.tag != MERGE_TAG)
+        self.flatten_mapping(node)  # YAML merge keys (<<: *defaults): their keys come first
+        merged = len(node.value) - own  # a key of the mapping itself overrides a merged one
+        for index, (key_node, value_node) in enumerate(node.value):
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             full = join(path, key)
             self.paths[id(value_node)] = full
-            if key == "<<":
+            if not isinstance(key, str):
+                self.bad_keys.append((line, join(path, _key_text(key)), _key_kind(key)))
+            if index < merged:
                 continue
             try:
                 first = seen.get(key)
@@ -88,6 +98,24 @@ class StrictLoader(yaml.SafeLoader):
         return sequence
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _key_text(key: Any) -> str:
+    """A key as YAML writes it: ``null``, ``true``, ``1``."""
+    if isinstance(key, bool) or key is None:
+        return "null" if key is None else str(key).lower()
+    return str(key)
+
+
+def _key_kind(key: Any) -> str:
+    """How YAML read an unquoted key that is not text: ``1 (an integer)``, ``true``..."""
+    if isinstance(key, bool) or key is None:
+        return _key_text(key)
+    kind = {int: "an integer", float: "a number"}.get(type(key), type(key).__name__)
+    return f"{key!r} ({kind})"
+
+
 def _construct_map(loader: StrictLoader, node):
     return loader.construct_mapping(node, deep=True)
 
@@ -102,18 +130,34 @@ StrictLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
 
 def load_yaml(text: str, path: str) -> Any:
     """Parse YAML with line numbers; raises ``SchemaError`` for bad YAML and duplicate keys."""
-    loader = StrictLoader(text)
+    loader = None
     try:
+        loader = StrictLoader(text)
         data = loader.get_single_data()
+    except yaml.reader.ReaderError as error:  # a control character, say: no problem_mark
+        if _SAFE_LOADER is yaml.SafeLoader:
+            line = text[: error.position].count("\n") + 1
+        else:  # libyaml counts UTF-8 bytes
+            line = text.encode()[: error.position].count(b"\n") + 1
+        why = f"holds character U+{error.character:04X}, which YAML does not allow: remove it"
+        raise SchemaError([f"{path}:{line}: {why}"]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
         why = getattr(error, "problem", None) or "cannot parse it"
         raise SchemaError([f"{path}{where}: is not valid YAML ({why})"]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if loader.duplicates:
         raise SchemaError([f"{path}:{line}: {key}: {why}" for line, key, why in loader.duplicates])
+    if loader.bad_keys:
+        raise SchemaError(
+            [
+                f"{path}:{line}: {key}: every key is a name, not {kind}: quote it or fix it"
+                for line, key, kind in dict.fromkeys(loader.bad_keys)
+            ]
+        )
     return data
 
 
@@ -231,6 +275,11 @@ def _whole(value: Any) -> Any:
 
 
 Int = typing.Annotated[int, BeforeValidator(_whole)]  # an integer, or a float such as 2.0
+# The largest values of the API's integer fields (protobuf int32/int64, Duration seconds):
+# a bigger one is refused here, not by the SDK's marshalling with a traceback.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+DURATION_MAX_SECONDS = 315_576_000_000  # google.protobuf.Duration: 10,000 years
 
 
 def pattern(regex: str, what: str, example: str, default: Any = ...) -> Any:
@@ -245,11 +294,16 @@ def example(value: Any, default: Any = ..., **rules: Any) -> Any:
 
 
 def _seconds(value: Any) -> Any:
-    if value is None or isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
+    seconds = value
     if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*s\s*", value):
-        return int(value.strip()[:-1])
-    raise ValueError(f'expected seconds as an integer or "<N>s", got {value!r} (e.g. "3600s")')
+        seconds = int(value.strip()[:-1])
+    if value is None or isinstance(seconds, int) and not isinstance(seconds, bool):
+        if seconds is None or 0 <= seconds <= DURATION_MAX_SECONDS:
+            return seconds
+    raise ValueError(
+        f'expected seconds as an integer or "<N>s" up to {DURATION_MAX_SECONDS}, got {value!r} '
+        '(e.g. "3600s")'
+    )
 
 
 Seconds = typing.Annotated[int | None, BeforeValidator(_seconds)]  # 3600 or "3600s"
@@ -285,6 +339,7 @@ _WORDS = {  # pydantic's error types (by their start) in this file's words
     "string_too_long": "must be at most {max_length} characters long",
     "string_pattern": "{value!r} is not {what}{eg}",
     "greater_than_equal": "expected a number >= {ge}, got {value!r}{eg}",
+    "less_than_equal": "expected a number <= {le}, got {value!r}{eg}",
     "model_": "expected a mapping, got {kind}",
     "dict_": "expected a mapping, got {kind}",
     "tuple_": "expected a list, got {kind}{eg}",
@@ -312,7 +367,8 @@ def _why(error: dict, field: Any, model: type[BaseModel] | None) -> str:
     what = field is not None and field.description or "valid"
     if kind.startswith("string_pattern") and isinstance(value, str) and not value.strip():
         return "must not be empty" + eg
-    return words.format(value=value, kind=_kind(value), eg=eg, what=what, **{"ge": None, **ctx})
+    ctx = {"ge": None, "le": None, **ctx}
+    return words.format(value=value, kind=_kind(value), eg=eg, what=what, **ctx)
 
 
 def _located(cls: type[BaseModel], data: Any, error: dict) -> list[tuple[str, str]]:

@@ -2,18 +2,20 @@
 
 ``config.py`` reads it with the rest of the file (``schema.py``); each parameter
 reaches the trainer as ``--<id>=<value>``, and ``preflight.py`` checks the ids against the
-trainer's flags and the metric against what the trainer reports.
+trainer's flags, the values Vertex can pass against the trainer's parser (``trainer_args.py``)
+and the metric against what the trainer reports.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from vertex_trainer_tools.schema import Int, Model, cased
+from vertex_trainer_tools.schema import INT32_MAX, INT64_MAX, Int, Model, cased
 
 PARAM_TYPES = ("double", "integer", "discrete", "categorical")
 SCALES = ("linear", "log", "reverse_log")
@@ -21,8 +23,18 @@ ALGORITHMS = ("random", "grid", "bayesian")
 PARAM_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
+def _finite(value: float) -> bool:
+    """A number the API's double fields can hold (not inf, nan or an int beyond them)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _number(value: Any) -> Any:
     if value is None or isinstance(value, int | float) and not isinstance(value, bool):
+        if value is not None and not _finite(value):
+            raise ValueError(f"expected a finite number, got {value}")
         return value
     raise PydanticCustomError("float_type", "expected a number")
 
@@ -69,6 +81,8 @@ class Parameter(Model):
         elif self.type == "discrete":
             if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in self.values):
                 yield "values", "discrete values must be numbers (e.g. [32, 64])"
+            elif not all(map(_finite, self.values)):
+                yield "values", "discrete values must be finite numbers (e.g. [32, 64])"
             elif sorted(set(self.values)) != list(self.values):
                 yield "values", "discrete values must be distinct and increasing (e.g. [32, 64])"
         elif self.type == "categorical":
@@ -90,6 +104,8 @@ class Parameter(Model):
             yield "min", f"a {self.scale} scale needs min > 0 (e.g. 0.0001)"
         if self.type == "integer" and (low != int(low) or high != int(high)):
             yield "", "an integer parameter needs integer min and max"
+        elif self.type == "integer" and max(-low, high) > INT64_MAX:
+            yield "", f"an integer parameter's min and max are within +-{INT64_MAX}"
 
 
 class Metric(Model):
@@ -126,9 +142,9 @@ class HptConfig(Model):
     parameters: Annotated[tuple[Parameter, ...], BeforeValidator(_keyed)] = Field(
         examples=[PARAMETERS_EG]
     )
-    max_trial_count: Int = Field(8, ge=1)
-    parallel_trial_count: Int = Field(2, ge=1)
-    max_failed_trial_count: Int = Field(0, ge=0)
+    max_trial_count: Int = Field(8, ge=1, le=INT32_MAX)
+    parallel_trial_count: Int = Field(2, ge=1, le=INT32_MAX)
+    max_failed_trial_count: Int = Field(0, ge=0, le=INT32_MAX)
     algorithm: cased(str.lower, *ALGORITHMS) = "random"
     measurement_selection: cased(str.lower, "best", "last") = "best"
 

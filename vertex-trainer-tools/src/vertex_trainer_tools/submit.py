@@ -140,7 +140,7 @@ def submit(args: argparse.Namespace) -> int:
     offline = args.dry_run or args.gcloud_config
     image_uri = args.image or (cfg.image_uri_with_tag(args.tag) if args.tag else cfg.image_uri)
     trainer_args = list(cfg.job.args) + list(args.trainer_args)
-    problems = offline_problems(cfg, args.hpt, args.package, image_uri, trainer_args)
+    problems = offline_problems(cfg, args.hpt, args.package, image_uri, args.trainer_args)
     placeholders = cfg.placeholders()
     if offline:
         for line in placeholders:

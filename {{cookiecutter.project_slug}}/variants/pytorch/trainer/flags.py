@@ -11,6 +11,13 @@ import argparse
 
 from trainer import cli
 
+def _warmup_ratio(value: str) -> float:
+    number = cli.non_negative_float(value)
+    if number >= 1:
+        raise argparse.ArgumentTypeError(f"expected a share of steps in [0, 1), got {value!r}")
+    return number
+
+
 DESCRIPTION = (
     "Fine-tune a BERT-family model (Hugging Face transformers) for text classification; "
     "IMDB sentiment by default."
@@ -47,25 +54,36 @@ def add_arguments(parser) -> None:
         "(measured: 1.8x the samples/s of random batches at 512 tokens on IMDB-like lengths)",
     )
     group.add_argument(
-        "--max-train-samples", type=cli.integer, default=0, help="use at most N (0: all)"
+        "--max-train-samples",
+        type=cli.non_negative_integer,
+        default=0,
+        help="use at most N (0: all)",
     )
-    group.add_argument("--max-eval-samples", type=cli.integer, default=0, help="0: all")
+    group.add_argument(
+        "--max-eval-samples", type=cli.non_negative_integer, default=0, help="0: all"
+    )
 
     group = parser.add_argument_group("training")
     group.add_argument("--epochs", type=cli.positive_float, default=2.0, help="training epochs")
     group.add_argument(
-        "--max-steps", type=cli.integer, default=0, help="stop after N steps (0: use --epochs)"
+        "--max-steps",
+        type=cli.non_negative_integer,
+        default=0,
+        help="stop after N steps (0: use --epochs)",
     )
     group.add_argument(
         "--batch-size", type=cli.positive_integer, default=16, help="per process (per GPU)"
     )
     group.add_argument(
-        "--eval-batch-size", type=cli.integer, default=0, help="per process (0: 2x --batch-size)"
+        "--eval-batch-size",
+        type=cli.non_negative_integer,
+        default=0,
+        help="per process (0: 2x --batch-size)",
     )
     group.add_argument("--learning-rate", type=cli.positive_float, default=2e-5)
     group.add_argument("--weight-decay", type=cli.non_negative_float, default=0.0)
     group.add_argument(
-        "--warmup-ratio", type=cli.non_negative_float, default=0.0, help="share of steps, < 1"
+        "--warmup-ratio", type=_warmup_ratio, default=0.0, help="share of steps, < 1"
     )
     group.add_argument(
         "--precision",
@@ -82,11 +100,14 @@ def add_arguments(parser) -> None:
 
     group = parser.add_argument_group("evaluation and checkpoints")
     group.add_argument(
-        "--eval-steps", type=cli.integer, default=0, help="evaluate every N steps (0: each epoch)"
+        "--eval-steps",
+        type=cli.non_negative_integer,
+        default=0,
+        help="evaluate every N steps (0: each epoch)",
     )
     group.add_argument(
         "--save-steps",
-        type=cli.integer,
+        type=cli.non_negative_integer,
         default=0,
         help="checkpoint every N steps (0: each epoch); see also --checkpoint-minutes",
     )
@@ -95,7 +116,7 @@ def add_arguments(parser) -> None:
     group = parser.add_argument_group("distributed")
     group.add_argument(
         "--nproc-per-node",
-        type=cli.integer,
+        type=cli.non_negative_integer,
         default=0,
         help="training processes per replica (0: one per GPU, one on CPU)",
     )

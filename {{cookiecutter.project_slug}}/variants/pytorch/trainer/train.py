@@ -45,12 +45,7 @@ SCRATCH_MODEL = "scratch-model"  # the folder of --model-name-or-path=scratch in
 
 
 def _check(args) -> None:
-    counts = ("max_train_samples", "max_eval_samples", "max_steps", "eval_steps", "save_steps")
-    for name in (*counts, "eval_batch_size", "nproc_per_node"):
-        if getattr(args, name) < 0:
-            raise cli.InputError(f"--{name.replace('_', '-')} must be >= 0")
-    if args.warmup_ratio >= 1:
-        raise cli.InputError("--warmup-ratio must be below 1")
+    """What the flags' types cannot know (trainer/flags.py declares their ranges)."""
     if args.precision == "fp16" and not torch.cuda.is_available():
         raise cli.InputError("--precision=fp16 needs a GPU")
 
