@@ -33,6 +33,7 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from vertex_trainer_tools import config as config_lib
+from vertex_trainer_tools import vertex_limits as limits
 from vertex_trainer_tools.local_run import folders
 from vertex_trainer_tools.remote import SubmitError
 
@@ -194,26 +195,15 @@ def bucket_files(client, uri: str) -> set[str] | None:
 # The request.
 
 
-def label_text(value: object) -> str:
-    """A label value: lowercase, ``[a-z0-9_-]``, at most 63 characters; 0.8125 -> ``0_8125``."""
-    text = f"{value:.6g}" if isinstance(value, float) else str(value)
-    return re.sub(r"[^a-z0-9_-]", "_", text.lower())[:63]
-
-
-def label_key(text: str) -> str:
-    key = label_text(text)
-    return key if key[:1].isalpha() else f"m_{key}"[:63]
-
-
 def build_request(cfg: config_lib.Config, source: Source, artifact_uri: str, parent_model: str):
     """``aiplatform_v1.UploadModelRequest`` for ``source``'s model at ``artifact_uri``."""
     from google.cloud import aiplatform_v1
 
     model = cfg.model
-    labels = {**model.labels, "job_id": label_text(source.job_id)}
+    labels = {**model.labels, "job_id": limits.label_text(source.job_id)}
     summary = f"job {source.job_id}"
     if source.metric is not None and cfg.hpt is not None:
-        labels[label_key(cfg.hpt.metric.id)] = label_text(source.metric)
+        labels[limits.label_key(cfg.hpt.metric.id)] = limits.label_text(source.metric)
         summary += f": {cfg.hpt.metric.id}={source.metric:g}"
     env = [aiplatform_v1.EnvVar(name=k, value=v) for k, v in model.env.items()]
     return aiplatform_v1.UploadModelRequest(
