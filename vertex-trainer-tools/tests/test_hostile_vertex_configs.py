@@ -245,7 +245,7 @@ BROKEN: list[tuple[str, dict, str]] = [
     ("model-display-name", {"model.display_name": LONG}, "model.display_name: must be at most"),
     # --- regions -------------------------------------------------------------------------------
     ("region-typo", {"region": "us-centrall1"}, "region: 'us-centrall1' is not a Vertex AI"),
-    ("region-says-region", {"region": "us-centrall1"}, "the region is wrong"),
+    ("region-not-registry", {"region": "us-centrall1"}, "region: 'us-centrall1' is not"),
     ("region-suggests", {"region": "us-centrall1"}, "did you mean 'us-central1'"),
     ("region-moon", {"region": "moon-base1"}, "region: 'moon-base1' is not a Vertex AI"),
     ("region-europe", {"region": "europe-west5"}, "region: 'europe-west5' is not"),

@@ -115,13 +115,8 @@ class Config(Model):
         yield from names.problems(self)  # Google Cloud's naming rules
         yield from self._tools_labels()
         host, region = self.image.registry_host, self.region
-        if region not in names.REGIONS:  # every other check that names the region waits
-            yield (
-                "region",
-                f"{region!r} is not a Vertex AI training region: the region is wrong"
-                + (schema.close_matches(region, names.REGIONS) or " (e.g. us-central1)"),
-            )
-            return
+        if region not in names.REGIONS:
+            return  # preflight.py says the region is wrong; nothing is compared with it
         if host.endswith("-docker.pkg.dev") and region:
             location = host[: -len("-docker.pkg.dev")]
             if location not in ("us", "europe", "asia") and location != region:

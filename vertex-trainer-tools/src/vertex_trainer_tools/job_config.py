@@ -112,8 +112,8 @@ def _env(value: Any) -> Any:
     for name in value:
         if not re.match(ENV_NAME_RE, str(name)):
             raise ValueError(
-                f"{name!r} is not an environment variable name: letters, digits and '_', "
-                "not starting with a digit (e.g. LOG_LEVEL)"
+                f"{name!r} is not an environment variable name: expected a mapping of NAME: "
+                "value, NAME of letters, digits and '_' (e.g. {LOG_LEVEL: debug})"
             )
     return value
 

@@ -33,9 +33,9 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from vertex_trainer_tools import config as config_lib
-from vertex_trainer_tools import vertex_limits as limits
 from vertex_trainer_tools.local_run import folders
 from vertex_trainer_tools.remote import SubmitError
+from vertex_trainer_tools.vertex_limits import label_key, label_text
 
 ENDPOINT_ENV = "VERTEX_API_ENDPOINT"
 JOBS_ROOT = "outputs/local"
@@ -200,10 +200,10 @@ def build_request(cfg: config_lib.Config, source: Source, artifact_uri: str, par
     from google.cloud import aiplatform_v1
 
     model = cfg.model
-    labels = {**model.labels, "job_id": limits.label_text(source.job_id)}
+    labels = {**model.labels, "job_id": label_text(source.job_id)}
     summary = f"job {source.job_id}"
     if source.metric is not None and cfg.hpt is not None:
-        labels[limits.label_key(cfg.hpt.metric.id)] = limits.label_text(source.metric)
+        labels[label_key(cfg.hpt.metric.id)] = label_text(source.metric)
         summary += f": {cfg.hpt.metric.id}={source.metric:g}"
     env = [aiplatform_v1.EnvVar(name=k, value=v) for k, v in model.env.items()]
     return aiplatform_v1.UploadModelRequest(
