@@ -399,14 +399,14 @@ def test_flex_start_has_the_requirements_of_dynamic_workload_scheduler():
     data["job"]["scheduling"]["timeout_seconds"] = 3600
     data["job"]["worker_pools"][1]["machine_type"] = "g2-standard-12"
     assert any("needs one machine configuration for every worker pool" in p for p in problems(data))
-    data["job"]["worker_pools"] = [gpu_pool(data, accelerator_count=0, accelerator_type="")]
+    cpu_only = {"accelerator_count": 0, "accelerator_type": "", "machine_type": "n1-standard-8"}
+    data["job"]["worker_pools"] = [gpu_pool(data, **cpu_only)]
     assert any("FLEX_START queues for GPUs" in p for p in problems(data))
 
 
 def test_reduction_server_is_pool_2_and_needs_gpu_workers():
     data = real_values(RAW)
-    chief = {**data["job"]["worker_pools"][0], "accelerator_type": "NVIDIA_L4"}
-    chief["accelerator_count"] = 1
+    chief = gpu_pool(data)
     data["job"]["worker_pools"] = [chief]
     data["job"]["reduction_server"] = {"replica_count": 2}
     assert any("job.reduction_server: speeds up the NCCL all-reduce" in p for p in problems(data))

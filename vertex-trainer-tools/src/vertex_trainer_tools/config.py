@@ -26,6 +26,7 @@ from pydantic import Field, PrivateAttr
 
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
+from vertex_trainer_tools import vertex_limits as limits
 from vertex_trainer_tools.gcp_names import (
     BUCKET_RE,
     PROJECT_RE,
@@ -65,6 +66,15 @@ class ImageConfig(Model):
     def settle(self):
         return {"tag": self.tag or "latest"}
 
+    def problems(self):
+        why = limits.tag_problem(self.tag)
+        if why:
+            yield "tag", why
+        if self.base_image:
+            why = limits.image_reference_problem(self.base_image)
+            if why:
+                yield "base_image", why
+
 
 class PythonPackage(Model):
     executor_image_uri: str = example(
@@ -74,6 +84,11 @@ class PythonPackage(Model):
     python_module: str = pattern(
         MODULE_RE, "a module name (dotted, not a file path)", "trainer.task", "trainer.task"
     )
+
+    def problems(self):
+        why = limits.image_reference_problem(self.executor_image_uri, need_host=True)
+        if why:
+            yield "executor_image_uri", why
 
 
 class Config(Model):
@@ -109,7 +124,10 @@ class Config(Model):
 
     def problems(self):
         yield from names.problems(self)  # Google Cloud's naming rules
+        yield from self._tools_labels()
         host, region = self.image.registry_host, self.region
+        if region not in names.REGIONS:
+            return  # preflight.py says the region is wrong; nothing is compared with it
         if host.endswith("-docker.pkg.dev") and region:
             location = host[: -len("-docker.pkg.dev")]
             if location not in ("us", "europe", "asia") and location != region:
@@ -132,6 +150,22 @@ class Config(Model):
                 "job.reservation",
                 f"is in zone {match.group('zone')} but jobs run in region {region}: "
                 f"use a reservation in a zone of {region} (e.g. {region}-a)",
+            )
+
+    def _tools_labels(self):
+        """The label that ``upload-model`` adds for the final metric must not be the user's."""
+        if self.hpt is None:
+            return
+        key = limits.label_key(self.hpt.metric.id)
+        if key in self.model.labels:
+            yield (
+                f"model.labels.{key}",
+                f"is set by upload-model to the final {self.hpt.metric.id}: use another key",
+            )
+        if len(self.hpt.display_name) > limits.DISPLAY_NAME_LIMIT:
+            yield (
+                "hpt.display_name",
+                f"must be at most {limits.DISPLAY_NAME_LIMIT} characters long",
             )
 
     # Derived values: computed here once so no other file spells them out.

@@ -116,10 +116,7 @@ FLEX_START_ACCELERATORS = (
     "NVIDIA_H200_141GB",
     "NVIDIA_B200",
 )
-# Labels (cost attribution): Google Cloud's rules for keys and values, 64 labels at most.
-LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
-MAX_LABELS = 64
+# Labels: vertex_limits.py (Google Cloud's label rules, international letters included).
 
 
 def bucket_problem(uri: str) -> str | None:
@@ -144,25 +141,6 @@ def count_problem(accelerator_type: str, count: int) -> str | None:
         offered = ", ".join(map(str, ACCELERATOR_COUNTS))
         return f"{count} accelerators per replica are not offered: use {offered} (e.g. 1)"
     return None
-
-
-def label_problems(labels: dict[str, str]):
-    """``(key, why)`` for labels that break Google Cloud's rules (key ``labels.<name>``)."""
-    if len(labels) > MAX_LABELS:
-        yield "labels", f"{len(labels)} labels: Google Cloud allows {MAX_LABELS} at most"
-    for key, value in labels.items():
-        if not LABEL_KEY_RE.match(key):
-            yield (
-                f"labels.{key}",
-                f"{key!r} is not a label key: 1-63 lowercase letters, digits, '_' or '-', "
-                "starting with a letter (e.g. cost-center)",
-            )
-        elif not LABEL_VALUE_RE.match(value):
-            yield (
-                f"labels.{key}",
-                f"{value!r} is not a label value: at most 63 lowercase letters, digits, '_' or "
-                "'-' (e.g. team-nlp)",
-            )
 
 
 def problems(cfg):

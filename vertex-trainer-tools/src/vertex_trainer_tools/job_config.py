@@ -13,8 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, StrictBool
 
+from vertex_trainer_tools import contract, schema
 from vertex_trainer_tools import gcp_names as names
-from vertex_trainer_tools import schema
+from vertex_trainer_tools import vertex_limits as limits
 from vertex_trainer_tools.gcp_names import ACCELERATOR_RE, MACHINE_RE, NETWORK, NETWORK_RE
 from vertex_trainer_tools.schema import Int, Model, example, pattern
 
@@ -48,7 +49,7 @@ class WorkerPool(Model):
     machine_type: str = pattern(MACHINE_RE, MACHINE, "n1-standard-8")
     accelerator_type: schema.cased(_accelerator) = example("NVIDIA_TESLA_T4", NO_ACCELERATOR)
     accelerator_count: Int = example(1, 0, ge=0, le=schema.INT32_MAX)
-    replica_count: Int = example(1, 1, ge=1, le=schema.INT64_MAX)
+    replica_count: Int = example(1, 1, ge=1, le=limits.MAX_REPLICAS)
     boot_disk_type: Literal[DISK_TYPES] = "pd-ssd"
     boot_disk_size_gb: Int = example(100, 100, ge=10, le=schema.INT32_MAX)
     image_uri: str = ""  # another image for this pool only (e.g. Reduction Server)
@@ -58,6 +59,8 @@ class WorkerPool(Model):
         return self.replica_count == 0
 
     def problems(self):
+        if self.empty:  # {}: a skipped pool, nothing of it reaches Vertex
+            return
         count_why = names.count_problem(self.accelerator_type, self.accelerator_count)
         if count_why:
             yield "accelerator_count", count_why
@@ -65,6 +68,14 @@ class WorkerPool(Model):
         if not ACCELERATOR_RE.match(self.accelerator_type):
             why = f"unknown accelerator {self.accelerator_type!r} (e.g. NVIDIA_TESLA_T4)"
             yield "accelerator_type", why
+        elif not count_why or limits.machine_type_problem(self.machine_type):
+            yield from limits.machine_problems(
+                self.machine_type, self.accelerator_type, self.accelerator_count
+            )
+        if self.image_uri:
+            why = limits.image_reference_problem(self.image_uri, need_host=True)
+            if why:
+                yield "image_uri", why
 
 
 def _empty_pool() -> WorkerPool:
@@ -78,18 +89,37 @@ def _pools(value: Any) -> Any:
     return [_empty_pool() if item in (None, {}) else item for item in value]
 
 
+def _mapping(value: Any, what: str) -> Any:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of {what}")
+    return value
+
+
+def _text(value: Any) -> str:
+    """One label or environment value, as the user wrote it (``vertex_limits.as_text``)."""
+    return limits.as_text(value)
+
+
+Text = Annotated[str, BeforeValidator(_text)]
+
+
 def _labels(value: Any) -> Any:
-    """``{key: value}``; numbers and true/false are written as text, as Google Cloud stores them."""
-    if not isinstance(value, dict) or any(isinstance(v, dict | list) for v in value.values()):
-        raise ValueError("expected a mapping of key: value (e.g. {team: nlp, cost-center: cc-42})")
-    text = {True: "true", False: "false", None: ""}
-    return {str(k): text[v] if v in text else str(v) for k, v in value.items()}
+    return _mapping(value, "key: value (e.g. {team: nlp, cost-center: cc-42})")
 
 
 def _env(value: Any) -> Any:
-    if not isinstance(value, dict) or not all(re.match(ENV_NAME_RE, str(k)) for k in value):
-        raise ValueError("expected a mapping of NAME: value (e.g. {LOG_LEVEL: debug})")
-    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+    _mapping(value, "NAME: value (e.g. {LOG_LEVEL: debug})")
+    for name in value:
+        if not re.match(ENV_NAME_RE, str(name)):
+            raise ValueError(
+                f"{name!r} is not an environment variable name: expected a mapping of NAME: "
+                "value, NAME of letters, digits and '_' (e.g. {LOG_LEVEL: debug})"
+            )
+    return value
+
+
+Labels = Annotated[dict[str, Text], BeforeValidator(_labels)]
+Env = Annotated[dict[str, Text], BeforeValidator(_env)]
 
 
 class Scheduling(Model):
@@ -124,9 +154,16 @@ class Scheduling(Model):
 class ReductionServer(Model):
     """Worker pool 2 running Google's Reduction Server: faster NCCL all-reduce across nodes."""
 
-    replica_count: Int = example(2, ge=1, le=schema.INT64_MAX)
+    replica_count: Int = example(2, ge=1, le=limits.MAX_REPLICAS)
     machine_type: str = pattern(MACHINE_RE, MACHINE, "n1-highcpu-16", "n1-highcpu-16")
     image_uri: str = REDUCTION_SERVER_IMAGE
+
+    def problems(self):
+        for field, why in limits.machine_problems(self.machine_type, NO_ACCELERATOR, 0):
+            yield field if field == "machine_type" else "machine_type", why
+        why = limits.image_reference_problem(self.image_uri, need_host=True)
+        if why:
+            yield "image_uri", why
 
     def as_pool(self) -> WorkerPool:
         return WorkerPool(
@@ -135,12 +172,12 @@ class ReductionServer(Model):
 
 
 class JobConfig(Model):
-    display_name: str = example("my-trainer", min_length=1)
+    display_name: str = example("my-trainer", min_length=1, max_length=limits.DISPLAY_NAME_LIMIT)
     worker_pools: Annotated[tuple[WorkerPool, ...], BeforeValidator(_pools)] = example(
         "[{machine_type: n1-standard-8}]"
     )
     args: tuple[str, ...] = ()
-    env: Annotated[dict[str, str], BeforeValidator(_env)] = Field(default_factory=dict)
+    env: Env = Field(default_factory=dict)
     scheduling: Scheduling = Field(default_factory=Scheduling)
     reduction_server: ReductionServer | None = None
     service_account: str = pattern(r"^[^@\s]+@[^@\s]+$", "an e-mail", SERVICE_ACCOUNT, "")
@@ -149,7 +186,7 @@ class JobConfig(Model):
     experiment: str = pattern(EXPERIMENT_RE, EXPERIMENT, "my-trainer-runs", "")
     enable_web_access: StrictBool = False
     # Cost and capacity: labels on the jobs, a persistent resource, reserved capacity.
-    labels: Annotated[dict[str, str], BeforeValidator(_labels)] = Field(default_factory=dict)
+    labels: Labels = Field(default_factory=dict)
     persistent_resource_id: str = pattern(
         names.PERSISTENT_RESOURCE_RE, names.PERSISTENT_RESOURCE, "my-h100-cluster", ""
     )
@@ -192,6 +229,20 @@ class JobConfig(Model):
 
     def problems(self):
         pools = self.worker_pools
+        if len(self.all_pools) > limits.MAX_WORKER_POOLS:
+            rs = " (job.reduction_server is pool 2)" if self.reduction_server is not None else ""
+            yield (
+                "worker_pools",
+                f"{len(self.all_pools)} pools{rs}: Vertex runs {limits.MAX_WORKER_POOLS} at most "
+                "(chief, workers, parameter servers, evaluators)",
+            )
+        for name in (contract.EXPERIMENT_ENV, contract.EXPERIMENT_RUN_ENV):
+            if self.experiment and name in self.env:
+                yield (
+                    f"env.{name}",
+                    "is set by vertex-tools submit to name the job's Experiment run "
+                    "(job.experiment): drop it here",
+                )
         if not pools:
             yield "worker_pools", "expected a list with at least the primary pool"
         elif pools[0].empty:
@@ -225,7 +276,7 @@ class JobConfig(Model):
                 "service_account",
                 f"Vertex AI Experiments need a service account (e.g. {SERVICE_ACCOUNT})",
             )
-        yield from names.label_problems(self.labels)
+        yield from limits.label_problems(self.labels)
         if self.reservation not in ("", "none"):
             if self.scheduling.strategy == "FLEX_START":
                 yield (
@@ -276,13 +327,23 @@ class ModelConfig(Model):
     A model whose display name already exists in the region gets the upload as a new version.
     """
 
-    display_name: str = example("my-trainer", "", max_length=128)  # empty: job.display_name
+    # empty: job.display_name
+    display_name: str = example("my-trainer", "", max_length=limits.DISPLAY_NAME_LIMIT)
     description: str = example("BERT text classifier", "", max_length=2048)
     # The prebuilt prediction container that serves the export (the template sets it per
     # framework); empty refuses the upload.
     serving_image: str = pattern(IMAGE_URI_RE, "a full image URI", SERVING_IMAGE_EG, "")
-    env: Annotated[dict[str, str], BeforeValidator(_env)] = Field(default_factory=dict)
-    labels: Annotated[dict[str, str], BeforeValidator(_labels)] = Field(default_factory=dict)
+    env: Env = Field(default_factory=dict)
+    labels: Labels = Field(default_factory=dict)
 
     def problems(self):
-        yield from names.label_problems(self.labels)
+        yield from limits.label_problems(self.labels)
+        if "job_id" in self.labels:
+            yield (
+                "labels.job_id",
+                "is set by upload-model to the job's id: use another key (e.g. source-job)",
+            )
+        if self.serving_image:
+            why = limits.image_reference_problem(self.serving_image, need_host=True)
+            if why:
+                yield "serving_image", why

@@ -35,6 +35,7 @@ from google.protobuf import json_format
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools.local_run import folders
 from vertex_trainer_tools.remote import SubmitError
+from vertex_trainer_tools.vertex_limits import label_key, label_text
 
 ENDPOINT_ENV = "VERTEX_API_ENDPOINT"
 JOBS_ROOT = "outputs/local"
@@ -192,17 +193,6 @@ def bucket_files(client, uri: str) -> set[str] | None:
 
 # ---------------------------------------------------------------------------------------------
 # The request.
-
-
-def label_text(value: object) -> str:
-    """A label value: lowercase, ``[a-z0-9_-]``, at most 63 characters; 0.8125 -> ``0_8125``."""
-    text = f"{value:.6g}" if isinstance(value, float) else str(value)
-    return re.sub(r"[^a-z0-9_-]", "_", text.lower())[:63]
-
-
-def label_key(text: str) -> str:
-    key = label_text(text)
-    return key if key[:1].isalpha() else f"m_{key}"[:63]
 
 
 def build_request(cfg: config_lib.Config, source: Source, artifact_uri: str, parent_model: str):

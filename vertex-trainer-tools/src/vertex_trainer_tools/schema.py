@@ -388,6 +388,8 @@ def _located(cls: type[BaseModel], data: Any, error: dict) -> list[tuple[str, st
         elif error["type"] == "extra_forbidden" and index == len(loc) - 1:
             key = join(key, part)
             break
+        elif model is None and isinstance(node, dict) and part in node:
+            key = join(key, part)  # a key of a free mapping (labels, env)
         else:
             continue  # a union member's tag (int, float...): not a key of the file
         try:
