@@ -273,6 +273,13 @@ def machine_problems(machine_type: str, accelerator: str, count: int) -> list[tu
     return []
 
 
+def replica_problem(count: int) -> str:
+    return (
+        f"{count} replicas: more than {MAX_REPLICAS} would exceed any region's training quota "
+        "(e.g. 4)"
+    )
+
+
 def answer_problems(machine_type: str, accelerator: str, count: int | str) -> list[str]:
     """``field: why`` lines for the template's answers (for the pre-generation hook, which loads
     this file by its path): the accelerator as answered (``NONE`` or a Vertex name, any case),
