@@ -107,6 +107,7 @@ BROKEN: list[tuple[str, dict, str]] = [
             ("NVIDIA_H200_141GB", 8),
             ("NVIDIA_B200", 8),
             ("NVIDIA_H100_MEGA_80GB", 8),
+            ("TPU_V3", 8),
         )
     ],
     # --- the wrong GPU on a fixed machine ----------------------------------------------------
@@ -123,6 +124,8 @@ BROKEN: list[tuple[str, dict, str]] = [
             ("g2-standard-8", A100, 1),
             ("a2-megagpu-16g", H100, 16),
             ("a4-highgpu-8g", H100, 8),
+            ("cloud-tpu", T4, 1),
+            ("ct5lp-hightpu-4t", "TPU_V3", 4),
         )
     ],
     # --- the wrong count on a fixed machine --------------------------------------------------
