@@ -107,6 +107,7 @@ BROKEN: list[tuple[str, dict, str]] = [
             ("NVIDIA_H200_141GB", 8),
             ("NVIDIA_B200", 8),
             ("NVIDIA_H100_MEGA_80GB", 8),
+            ("TPU_V3", 8),
         )
     ],
     # --- the wrong GPU on a fixed machine ----------------------------------------------------
@@ -123,6 +124,8 @@ BROKEN: list[tuple[str, dict, str]] = [
             ("g2-standard-8", A100, 1),
             ("a2-megagpu-16g", H100, 16),
             ("a4-highgpu-8g", H100, 8),
+            ("cloud-tpu", T4, 1),
+            ("ct5lp-hightpu-4t", "TPU_V3", 4),
         )
     ],
     # --- the wrong count on a fixed machine --------------------------------------------------
@@ -509,3 +512,36 @@ def test_the_hostile_set_is_large_and_covers_every_fixed_machine():
         c[1]["job.worker_pools"][0]["machine_type"] for c in VALID if "job.worker_pools" in c[1]
     }
     assert set(limits.FIXED_ACCELERATORS) <= valid_machines
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--tag=bad tag!"], "ERROR: --tag (TAG=): 'bad tag!' is not a Docker tag"),
+        (["--tag=" + "t" * 129], "ERROR: --tag (TAG=): "),
+        (["--display-name=" + LONG], "ERROR: --display-name: must be at most 128 characters"),
+    ],
+)
+def test_submit_refuses_a_bad_tag_or_name_on_its_command_line(
+    project, tmp_path, monkeypatch, capsys, argv, expected
+):
+    write_config(project, cloud_values(RAW))
+    submit = submit_in_process(project, tmp_path, monkeypatch, capsys)
+    code, out, err = submit("--dry-run", *argv)
+    assert code == 1 and not out.strip()
+    assert refusal(err) == [line for line in err.splitlines() if line.startswith(expected)]
+
+
+def test_build_refuses_a_bad_tag_or_base_image_before_docker(project, monkeypatch, capsys):
+    from vertex_trainer_tools import build
+
+    write_config(project, cloud_values(RAW))
+    monkeypatch.chdir(project)
+    assert build.main(["build", "--dry-run", "--tag=bad tag!"]) == 1
+    assert refusal(capsys.readouterr().err) == [
+        "ERROR: --tag (TAG=): 'bad tag!' is not a Docker tag: 1-128 letters, digits, "
+        "'_', '.' or '-', not starting with '.' or '-' (e.g. latest)"
+    ]
+    assert build.main(["build", "--dry-run", "--base-image=python 3.11"]) == 1
+    (line,) = refusal(capsys.readouterr().err)
+    assert line.startswith("ERROR: --base-image (BASE_IMAGE=): 'python 3.11' is not an image")

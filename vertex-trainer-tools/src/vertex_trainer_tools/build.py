@@ -33,6 +33,7 @@ from pathlib import Path
 import yaml
 
 from vertex_trainer_tools import config as config_lib
+from vertex_trainer_tools import vertex_limits
 
 CLOUDBUILD_PATH = Path("build/cloudbuild.yaml")
 PLATFORM = "linux/amd64"  # Vertex AI training runs x86-64 machines
@@ -189,6 +190,17 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools build") -> int
     cfg = config_lib.load_or_report(args.config)
     if cfg is None:
         return 1
+    for flag, variable, why in (
+        ("--tag", "TAG", args.tag and vertex_limits.tag_problem(args.tag)),
+        (
+            "--base-image",
+            "BASE_IMAGE",
+            args.base_image and vertex_limits.image_reference_problem(args.base_image),
+        ),
+    ):
+        if why:
+            print(f"ERROR: {flag} ({variable}=): {why}", file=sys.stderr)
+            return 1
     for line in cfg.placeholders(only=("project", "image")):
         if not args.dry_run:
             print(f"ERROR: {line}", file=sys.stderr)

@@ -49,7 +49,7 @@ class WorkerPool(Model):
     machine_type: str = pattern(MACHINE_RE, MACHINE, "n1-standard-8")
     accelerator_type: schema.cased(_accelerator) = example("NVIDIA_TESLA_T4", NO_ACCELERATOR)
     accelerator_count: Int = example(1, 0, ge=0, le=schema.INT32_MAX)
-    replica_count: Int = example(1, 1, ge=1, le=limits.MAX_REPLICAS)
+    replica_count: Int = example(1, 1, ge=1)
     boot_disk_type: Literal[DISK_TYPES] = "pd-ssd"
     boot_disk_size_gb: Int = example(100, 100, ge=10, le=schema.INT32_MAX)
     image_uri: str = ""  # another image for this pool only (e.g. Reduction Server)
@@ -61,6 +61,8 @@ class WorkerPool(Model):
     def problems(self):
         if self.empty:  # {}: a skipped pool, nothing of it reaches Vertex
             return
+        if self.replica_count > limits.MAX_REPLICAS:
+            yield "replica_count", limits.replica_problem(self.replica_count)
         count_why = names.count_problem(self.accelerator_type, self.accelerator_count)
         if count_why:
             yield "accelerator_count", count_why
@@ -154,13 +156,15 @@ class Scheduling(Model):
 class ReductionServer(Model):
     """Worker pool 2 running Google's Reduction Server: faster NCCL all-reduce across nodes."""
 
-    replica_count: Int = example(2, ge=1, le=limits.MAX_REPLICAS)
+    replica_count: Int = example(2, ge=1)
     machine_type: str = pattern(MACHINE_RE, MACHINE, "n1-highcpu-16", "n1-highcpu-16")
     image_uri: str = REDUCTION_SERVER_IMAGE
 
     def problems(self):
-        for field, why in limits.machine_problems(self.machine_type, NO_ACCELERATOR, 0):
-            yield field if field == "machine_type" else "machine_type", why
+        if self.replica_count > limits.MAX_REPLICAS:
+            yield "replica_count", limits.replica_problem(self.replica_count)
+        for _, why in limits.machine_problems(self.machine_type, NO_ACCELERATOR, 0):
+            yield "machine_type", why  # reducers have no accelerator: the machine is wrong
         why = limits.image_reference_problem(self.image_uri, need_host=True)
         if why:
             yield "image_uri", why

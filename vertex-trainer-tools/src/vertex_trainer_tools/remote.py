@@ -15,7 +15,7 @@ from build import BuildBackendException, BuildException, ProjectBuilder
 from pyproject_hooks import quiet_subprocess_runner
 
 from vertex_trainer_tools import config as config_lib
-from vertex_trainer_tools import preflight
+from vertex_trainer_tools import preflight, vertex_limits
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,8 @@ def offline_problems(
         problems.append(f"{cfg.path}: python_package.executor_image_uri: missing for --package")
     if not package and not re.match(r"^[a-z0-9.-]+(:[0-9]+)?/[^:@\s]+[:@][^\s]+$", image_uri):
         problems.append(f"image {image_uri!r} is not a full image URI (HOST/PATH:TAG)")
+    elif not package and vertex_limits.image_reference_problem(image_uri, need_host=True):
+        problems.append(f"image {vertex_limits.image_reference_problem(image_uri, True)}")
     problems += preflight.problems(cfg, hpt=hpt, extra_args=extra_args or ())
     if cfg.job.experiment and not cfg.job.service_account:
         problems.append(f"{cfg.path}: job.service_account: an experiment needs a service account")

@@ -28,6 +28,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from vertex_trainer_tools import config as config_lib
+from vertex_trainer_tools import vertex_limits
 from vertex_trainer_tools.remote import (
     SubmitError,
     build_sdist,
@@ -137,10 +138,16 @@ def log_hint(hpt: bool, resource_name: str, region: str) -> str:
 
 def submit(args: argparse.Namespace) -> int:
     cfg = config_lib.load(args.config)
+    why = args.tag and vertex_limits.tag_problem(args.tag)
+    if why:
+        raise SubmitError(f"--tag (TAG=): {why}")
     offline = args.dry_run or args.gcloud_config
     image_uri = args.image or (cfg.image_uri_with_tag(args.tag) if args.tag else cfg.image_uri)
     trainer_args = list(cfg.job.args) + list(args.trainer_args)
     problems = offline_problems(cfg, args.hpt, args.package, image_uri, args.trainer_args)
+    if args.display_name and len(args.display_name) > vertex_limits.DISPLAY_NAME_LIMIT:
+        limit = vertex_limits.DISPLAY_NAME_LIMIT
+        problems.insert(0, f"--display-name: must be at most {limit} characters long")
     placeholders = cfg.placeholders()
     if offline:
         for line in placeholders:

@@ -165,20 +165,20 @@ def _short(accelerator: str) -> str:
 
 
 def machines_for(accelerator: str) -> str:
-    """Where ``accelerator`` runs, in words: ``n1-* machines`` or the accelerator-optimized ones."""
+    """Where ``accelerator`` runs, in words: N1 machines, or the first machine of each count."""
     if accelerator in N1_ACCELERATORS:
         return "N1 machines (e.g. n1-standard-8)"
-    fixed = sorted(
-        (count, machine)
-        for machine, (name, count) in FIXED_ACCELERATORS.items()
-        if name == accelerator
-    ) + sorted(
-        (count, machine)
-        for machine, choices in OTHER_CHOICES.items()
-        for name, count in choices
-        if name == accelerator
+    shapes = [*FIXED_ACCELERATORS.items()] + [
+        (machine, shape) for machine, shapes in OTHER_CHOICES.items() for shape in shapes
+    ]
+    first: dict[int, str] = {}
+    for machine, (name, count) in shapes:
+        if name == accelerator:
+            first.setdefault(count, machine)
+    return (
+        ", ".join(f"{machine} ({count})" for count, machine in sorted(first.items()))
+        or "no machine of vertex_limits.py"
     )
-    return ", ".join(f"{machine} ({count})" for count, machine in fixed) or "no training machine"
 
 
 def machine_type_problem(machine_type: str) -> str | None:
@@ -258,20 +258,41 @@ def machine_problems(machine_type: str, accelerator: str, count: int) -> list[tu
     vcpus = _vcpus(machine_type)
     if vcpus > limits[count]:
         enough = [str(c) for c, most in limits.items() if most >= vcpus]
-        use = f"use {' or '.join(enough)} of them" if enough else "use a smaller machine"
+        use = (
+            f"use {' or '.join(enough)}, or a smaller machine"
+            if enough
+            else "use a smaller machine"
+        )
         return [
             (
                 "accelerator_count",
-                f"{count} {_short(accelerator)} serve at most {limits[count]} vCPUs and "
-                f"{machine_type} has {vcpus}: {use} (or a smaller machine)",
+                f"{machine_type} has {vcpus} vCPUs and {count} {_short(accelerator)} allow at "
+                f"most {limits[count]}: {use}",
             )
         ]
     return []
 
 
-def answer_problems(machine_type: str, accelerator: str, count: int) -> list[str]:
-    """``field: why`` lines for the template's answers (for the pre-generation hook)."""
-    return [f"{field}: {why}" for field, why in machine_problems(machine_type, accelerator, count)]
+def replica_problem(count: int) -> str:
+    return (
+        f"{count} replicas: more than {MAX_REPLICAS} would exceed any region's training quota "
+        "(e.g. 4)"
+    )
+
+
+def answer_problems(machine_type: str, accelerator: str, count: int | str) -> list[str]:
+    """``field: why`` lines for the template's answers (for the pre-generation hook, which loads
+    this file by its path): the accelerator as answered (``NONE`` or a Vertex name, any case),
+    the count as an integer or its digits (anything else: only the machine type is checked)."""
+    machine_type, accelerator = machine_type.strip(), accelerator.strip().upper()
+    if accelerator in ("", "NONE"):
+        accelerator = NO_ACCELERATOR
+    text = str(count).strip()
+    if not text.isdigit():
+        why = machine_type_problem(machine_type)
+        return [f"machine_type: {why}"] if why else []
+    found = machine_problems(machine_type, accelerator, int(text))
+    return [f"{field}: {why}" for field, why in found]
 
 
 # --- image references -------------------------------------------------------------------------
