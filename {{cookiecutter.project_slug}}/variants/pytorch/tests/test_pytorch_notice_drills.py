@@ -97,3 +97,35 @@ def test_a_notice_after_the_last_step_finishes_the_export_and_exits_0_on_2_repli
     assert checkpoints.latest_complete(str(job.output_dir / "checkpoints")).step == 4
     assert job.reported_steps(CHIEF) == [4], job.tail()
     assert (job.output_dir / "model" / "model.safetensors").is_file()
+
+
+def test_a_worker_whose_chief_is_gone_exits_by_itself_within_the_grace_period(
+    tiny_bert, csv_data, tmp_path, kill_and_resume
+):
+    """The chief's VM is gone (SIGKILL) and only the chief is rerun (no
+    restart_job_on_worker_restart): nothing signals the worker, which must see that its chief
+    is gone and exit within the grace period, so that it is rerun and joins the new chief."""
+    args = trainer_args(tiny_bert, csv_data, "--max-steps=6", "--save-steps=2")
+    job = kill_and_resume(
+        tmp_path / "out",
+        args,
+        replicas=2,
+        restart_job=False,
+        env={DRILL_STEP_SECONDS_ENV: "1"},
+    )
+    found = re.search(
+        r"workerpool1-0 exited (-?\d+) \(([\d.]+)s after the kill drill\)", job.output
+    )
+    assert found, job.tail()
+    seconds = float(found.group(2))
+    print(f"pytorch REPLICAS=2 chief gone: the worker exited {seconds:.1f} s after it")
+    assert seconds < GRACE, job.tail()
+    assert job.attempts("workerpool1-0") == 2, job.tail()
+    # Both ranks of the rerun resumed from the same complete checkpoint, and training ended.
+    restored = [
+        one_number(r"Restored checkpoint \S+ \(global step (\d+)\)", job.lines(name, attempt=2))
+        for name in (CHIEF, "workerpool1-0")
+    ]
+    assert restored[0] == restored[1] >= 2, job.tail()
+    assert checkpoints.latest_complete(str(job.output_dir / "checkpoints")).step == 6
+    assert (job.output_dir / "model" / "model.safetensors").is_file()
