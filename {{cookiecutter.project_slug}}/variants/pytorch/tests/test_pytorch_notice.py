@@ -124,3 +124,71 @@ def _checkpoint(job, step: int) -> checkpoints.Checkpoint:
     found = [c for c in checkpoints.list_checkpoints(str(job / "checkpoints")) if c.step == step]
     assert found, f"no checkpoint-{step}"
     return found[0]
+
+
+STORE = """
+import sys, time
+import torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+print(store.port, flush=True)
+time.sleep(600)
+"""
+
+WATCH = """
+import logging, sys, time
+from trainer import distributed
+logging.basicConfig(level=logging.INFO)
+address = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": sys.argv[1]}
+distributed.watch_chief({**address, "TORCHELASTIC_USE_AGENT_STORE": "True"})
+print("watching", flush=True)
+time.sleep(300)
+print("still running", flush=True)
+"""
+
+
+def test_a_worker_exits_once_the_chiefs_store_stops_answering(tmp_path):
+    """The chief's VM vanishes without closing its connections (here: its store process is
+    stopped): the worker's watch sees no answer and ends the worker, well within 30 s."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import PROJECT, trainer_env
+
+    from trainer import distributed
+
+    store = subprocess.Popen(
+        [sys.executable, "-c", STORE], cwd=PROJECT, env=trainer_env(), stdout=subprocess.PIPE
+    )
+    worker = None
+    try:
+        port = store.stdout.readline().decode().strip()
+        log = open(tmp_path / "worker.log", "w+b")  # noqa: SIM115 - read below
+        worker = subprocess.Popen(
+            [sys.executable, "-c", WATCH, port],
+            cwd=PROJECT,
+            env=trainer_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 120
+        while b"watching" not in (tmp_path / "worker.log").read_bytes():
+            assert worker.poll() is None and time.monotonic() < deadline, log.read()
+            time.sleep(0.1)
+        time.sleep(distributed.CHIEF_CHECK_SECONDS)  # at least one answered check
+        assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+        store.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        code = worker.wait(timeout=120)
+        seconds = time.monotonic() - stopped
+        output = (tmp_path / "worker.log").read_text()
+        print(f"pytorch worker without an answering chief: exit {code} {seconds:.1f} s later")
+        assert code == 1 and "the chief is gone" in output, output
+        limit = distributed.CHIEF_CHECK_SECONDS + distributed.CHIEF_TIMEOUT_SECONDS
+        assert seconds < min(30, limit + 5), output
+    finally:
+        for process in (worker, store):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+        store.send_signal(signal.SIGCONT) if store.poll() is None else None

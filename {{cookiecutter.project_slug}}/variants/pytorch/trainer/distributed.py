@@ -35,8 +35,8 @@ RENDEZVOUS_TIMEOUT_S = 1800
 # takes no answer within the timeout for "gone": it then exits, well inside a preemption's 30 s
 # grace period, instead of waiting up to RENDEZVOUS_TIMEOUT_S (or the process group's timeout)
 # in a collective or on the store for a chief that will never answer.
-CHIEF_CHECK_SECONDS = 5.0
-CHIEF_TIMEOUT_SECONDS = 10.0
+CHIEF_CHECK_SECONDS = 2.0
+CHIEF_TIMEOUT_SECONDS = 8.0
 
 
 @dataclass(frozen=True)
@@ -102,24 +102,44 @@ def watch_chief(environ: Mapping[str, str] | None = None) -> threading.Thread | 
     return thread
 
 
-def _watch_chief(host: str, port: int, check_seconds: float = CHIEF_CHECK_SECONDS) -> None:
+def _watch_chief(host: str, port: int) -> None:
+    """Exit once the store has not answered for CHIEF_CHECK_SECONDS + CHIEF_TIMEOUT_SECONDS.
+
+    The questions go from a thread of their own: a store whose VM vanished (or whose process
+    is frozen) can leave a question unanswered for good, whatever the client's timeout.
+    """
     import torch.distributed as dist
 
-    timeout = datetime.timedelta(seconds=CHIEF_TIMEOUT_SECONDS)
-    try:
-        store = dist.TCPStore(host, port, is_master=False, timeout=timeout, wait_for_workers=False)
-        while True:
-            time.sleep(check_seconds)
-            store.check(["watch-chief"])  # raises when the store does not answer in time
-    except Exception as error:  # noqa: BLE001 - any failure to reach the store means the same
-        logger.error(
-            "torchrun's store on the chief (%s:%d) does not answer (%s): the chief is gone, "
-            "exiting so that Vertex restarts this replica",
-            host,
-            port,
-            str(error).splitlines()[0] if str(error) else type(error).__name__,
-        )
-        end_worker(1)
+    answered = [time.monotonic()]
+    failed: list[str] = []
+
+    def ask() -> None:
+        try:
+            timeout = datetime.timedelta(seconds=CHIEF_TIMEOUT_SECONDS)
+            store = dist.TCPStore(
+                host, port, is_master=False, timeout=timeout, wait_for_workers=False
+            )
+            while True:
+                store.check(["watch-chief"])
+                answered[0] = time.monotonic()
+                time.sleep(CHIEF_CHECK_SECONDS)
+        except Exception as error:  # noqa: BLE001 - any failure to reach the store means the same
+            lines = str(error).splitlines()
+            failed.append(lines[0] if lines else type(error).__name__)
+
+    threading.Thread(target=ask, name="ask-chief", daemon=True).start()
+    limit = CHIEF_CHECK_SECONDS + CHIEF_TIMEOUT_SECONDS
+    while not failed and time.monotonic() - answered[0] <= limit:
+        time.sleep(0.5)
+    why = failed[0] if failed else f"no answer for {limit:g} s"
+    logger.error(
+        "torchrun's store on the chief (%s:%d) does not answer (%s): the chief is gone, "
+        "exiting so that Vertex restarts this replica",
+        host,
+        port,
+        why,
+    )
+    end_worker(1)
 
 
 def run_worker(train: Callable[[], int]) -> int:
