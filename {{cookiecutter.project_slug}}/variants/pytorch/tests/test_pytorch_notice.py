@@ -1,7 +1,7 @@
 """A preemption notice (SIGTERM) at the awkward moments: during an evaluation between training
-steps, and while a checkpoint is being written. Each run is stopped in-process by a real
-SIGTERM (twice: a second one changes nothing), then resumed, and must end with the weights of
-a run that was never stopped."""
+steps, and while a checkpoint is being written (each run is stopped in-process by a real
+SIGTERM, twice: a second one changes nothing; then resumed, it must end with the weights of a
+run that was never stopped); the launcher's forwarding of SIGTERM; a worker whose chief is gone."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from vertex_trainer_tools.testing import read_metrics
 
 from trainer import checkpoints, resume, task
 from trainer.preemption import EXIT_CODE
-
-pytestmark = pytest.mark.slow
 
 STEPS = 6
 
@@ -39,6 +37,62 @@ def _weights(job):
     return load_file(str(job / "model" / "model.safetensors"))
 
 
+def test_the_flags_of_one_process_are_its_own():
+    from trainer import preemption_hook
+
+    flags = preemption_hook.Flags()
+    flags.open()  # no process group: nothing to open
+    assert flags.agreed() is None and not flags.pending
+    flags.share(True, False)
+    assert flags.pending and flags.agreed() == [True, False]
+    assert flags.agreed() is None
+
+
+def test_a_notice_at_a_step_end_saves_that_step_and_the_last_step_saves_before_evaluating():
+    from transformers import TrainerControl, TrainerState
+
+    from trainer import preemption
+
+    notice = preemption.Notice()
+    mirror = resume.MirrorCheckpoints("unused", minutes=0, notice=notice)
+    state = TrainerState(global_step=3, max_steps=6)
+    control = TrainerControl(should_evaluate=True)
+    mirror.on_step_end(None, state, control)
+    assert not control.should_save and control.should_evaluate  # no notice yet
+    notice.handle()
+    control = TrainerControl(should_evaluate=True)
+    mirror.on_step_end(None, state, control)
+    assert control.should_save and control.should_training_stop and not control.should_evaluate
+    assert mirror.noticed_in == 3 and notice.stopping
+
+    # The final step: saved first, evaluated after training (report_final_model).
+    mirror = resume.MirrorCheckpoints("unused", minutes=0)
+    control = TrainerControl(should_evaluate=True)
+    mirror.on_step_end(None, TrainerState(global_step=6, max_steps=6), control)
+    assert control.should_save and not control.should_evaluate
+
+
+def test_the_launcher_forwards_sigterm_to_its_workers_and_nothing_more():
+    import subprocess
+    import sys
+
+    from trainer import distributed
+
+    others = []
+    forward = distributed._ForwardSigterm(lambda signum, frame: others.append(signum))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert child.pid in distributed._children()
+        assert forward(signal.SIGTERM, None) is None  # no exception: torchrun keeps watching
+        assert child.wait(timeout=30) == -signal.SIGTERM
+        forward(signal.SIGINT, None)
+        assert others == [signal.SIGINT] and forward.forwarded == 1
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tiny_bert, csv_data, tmp_path_factory):
     folder = tmp_path_factory.mktemp("uninterrupted")
@@ -59,6 +113,7 @@ def _sigterm_twice():
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moment", ["evaluation", "checkpoint write"])
 def test_a_notice_saves_a_complete_step_and_the_rerun_ends_as_if_never_stopped(
     moment, tiny_bert, csv_data, tmp_path, monkeypatch, uninterrupted
@@ -146,6 +201,7 @@ print("still running", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_a_worker_exits_once_the_chiefs_store_stops_answering(tmp_path):
     """The chief's VM vanishes without closing its connections (here: its store process is
     stopped): the worker's watch sees no answer and ends the worker, well within 30 s."""
