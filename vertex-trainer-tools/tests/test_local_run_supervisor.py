@@ -431,3 +431,27 @@ def test_a_sigterm_reaches_each_process_of_the_replica_once(tmp_path):
     finally:
         handle.signal(signal.SIGKILL)
         process.wait()
+
+
+def test_a_replica_that_exits_after_the_drill_fired_says_how_long_after(tmp_path):
+    """A worker that must notice its chief is gone: its exit line gives the seconds since."""
+    now = [0.0]
+    sent = []
+
+    class Handle:
+        def signal(self, signum):
+            sent.append(signum)
+
+    class Replica:
+        name, handle, drill_killed = "workerpool0-0", Handle(), False
+
+    kill = drills.Drill(
+        "workerpool0-0", after_seconds=1, say=lambda line: None, clock=lambda: now[0]
+    )
+    kill.start()
+    assert kill.since_fired() == ""
+    now[0] = 1.5
+    kill.poll([Replica()], reap=lambda replica: None)
+    assert sent == [signal.SIGKILL] and kill.since_fired() == " (0.0s after the kill drill)"
+    now[0] = 9.25
+    assert kill.since_fired() == " (7.8s after the kill drill)"

@@ -59,6 +59,7 @@ class Drill:
         self.fired = False
         self.miss = ""  # why the drill found nothing to kill
         self.term_at: float | None = None  # when the SIGTERM went out, until the replica is gone
+        self.fired_at: float | None = None  # when the drill signalled its replica
         self._term_handle = None  # the attempt it went to
         self._known: set[str] = set()
         self._saved: set[str] = set()
@@ -105,6 +106,7 @@ class Drill:
             self.miss = f"{replica.name} had already exited when it was due ({why})"
             return
         self.fired = True
+        self.fired_at = self.clock()
         replica.drill_killed = True
         if self.signal_name == "TERM":
             self.say(
@@ -144,6 +146,12 @@ class Drill:
             )
             self.term_at = None
             handle.signal(signal.SIGKILL)
+
+    def since_fired(self) -> str:
+        """' (12.3s after the kill drill)' once it fired, for the exits that follow; else ''."""
+        if self.fired_at is None:
+            return ""
+        return f" ({self.clock() - self.fired_at:.1f}s after the kill drill)"
 
     def missed(self) -> str:
         """Why the drill that was asked for never fired ('' if it did, or none was asked)."""

@@ -231,7 +231,7 @@ class Supervisor:
                     f"{self.max_restarts} restarts); last exit code {exit_text(code)}"
                 )
             self.say(
-                f"{replica.name} exited {exit_text(code)}; restart "
+                f"{replica.name} exited {exit_text(code)}{self.drill.since_fired()}; restart "
                 f"{replica.failures}/{self.max_restarts}"
             )
         if self.restart_job:

@@ -11,9 +11,13 @@ count nodes, so they are never used directly.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +31,12 @@ logger = logging.getLogger(__name__)
 
 # Replicas start as their VMs become ready; the chief waits this long for the others.
 RENDEZVOUS_TIMEOUT_S = 1800
+# A worker asks torchrun's store on the chief this often whether the chief is still there, and
+# takes no answer within the timeout for "gone": it then exits, well inside a preemption's 30 s
+# grace period, instead of waiting up to RENDEZVOUS_TIMEOUT_S (or the process group's timeout)
+# in a collective or on the store for a chief that will never answer.
+CHIEF_CHECK_SECONDS = 2.0
+CHIEF_TIMEOUT_SECONDS = 8.0
 
 
 @dataclass(frozen=True)
@@ -73,13 +83,74 @@ def end_worker(code: int) -> NoReturn:
     os._exit(code)
 
 
+def watch_chief(environ: Mapping[str, str] | None = None) -> threading.Thread | None:
+    """End this torchrun worker once torchrun's store on the chief stops answering.
+
+    The store lives in the chief's torchrun agent: when the chief's VM is gone, a worker would
+    otherwise wait for it until a timeout of many minutes (a collective on a VM that vanished
+    without closing its connections, the store in ``init_process_group``). None when this
+    process has no agent store to watch (not started by torchrun with one).
+    """
+    env = os.environ if environ is None else environ
+    host, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
+    if not host or not port or env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
+        return None
+    thread = threading.Thread(
+        target=_watch_chief, args=(host, int(port)), name="watch-chief", daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def _watch_chief(host: str, port: int) -> None:
+    """Exit once the store has not answered for CHIEF_CHECK_SECONDS + CHIEF_TIMEOUT_SECONDS.
+
+    The questions go from a thread of their own: a store whose VM vanished (or whose process
+    is frozen) can leave a question unanswered for good, whatever the client's timeout.
+    """
+    import torch.distributed as dist
+
+    answered = [time.monotonic()]
+    failed: list[str] = []
+
+    def ask() -> None:
+        try:
+            timeout = datetime.timedelta(seconds=CHIEF_TIMEOUT_SECONDS)
+            store = dist.TCPStore(
+                host, port, is_master=False, timeout=timeout, wait_for_workers=False
+            )
+            while True:
+                store.check(["watch-chief"])
+                answered[0] = time.monotonic()
+                time.sleep(CHIEF_CHECK_SECONDS)
+        except Exception as error:  # noqa: BLE001 - any failure to reach the store means the same
+            lines = str(error).splitlines()
+            failed.append(lines[0] if lines else type(error).__name__)
+
+    threading.Thread(target=ask, name="ask-chief", daemon=True).start()
+    limit = CHIEF_CHECK_SECONDS + CHIEF_TIMEOUT_SECONDS
+    while not failed and time.monotonic() - answered[0] <= limit:
+        time.sleep(0.5)
+    why = failed[0] if failed else f"no answer for {limit:g} s"
+    logger.error(
+        "torchrun's store on the chief (%s:%d) does not answer (%s): the chief is gone, "
+        "exiting so that Vertex restarts this replica",
+        host,
+        port,
+        why,
+    )
+    end_worker(1)
+
+
 def run_worker(train: Callable[[], int]) -> int:
     """Run ``train`` in a torchrun worker; if it raises, say why and end the process at once.
 
     After a peer is lost (a preempted VM) the collective raises here; the teardown that would
     follow can hang like the one ``end_worker`` avoids, and then this node's agent never
-    reports the failure, so Vertex never restarts the replica.
+    reports the failure, so Vertex never restarts the replica. A chief that vanished without
+    a word ends the worker too (:func:`watch_chief`).
     """
+    watch_chief()
     try:
         return train()
     except preemption.Preempted as stop:
@@ -103,8 +174,56 @@ def worker_argv(extra: Sequence[str] = (), argv: Sequence[str] | None = None) ->
     return [*(sys.argv[1:] if argv is None else argv), *extra]
 
 
+def _children(pid: int | None = None) -> list[int]:
+    """The processes whose parent is ``pid`` (this one), from /proc (none elsewhere)."""
+    parent = str(os.getpid() if pid is None else pid)
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[1] == parent:
+            found.append(int(entry))
+    return found
+
+
+class _ForwardSigterm:
+    """torchrun's signal handler, except that SIGTERM goes on to the workers and nothing more.
+
+    torchrun's own handler stops the workers on SIGTERM and then ends the launcher with 143
+    whatever they did: a notice during the export restarted a job whose workers succeeded.
+    Forwarded, the workers save and exit 143 by themselves (or finish, 0), and torchrun
+    reports what they did. The launcher's own Vertex SIGTERM reaches only PID 1 in some
+    setups, so it is forwarded, not left to reach the workers by itself.
+    """
+
+    def __init__(self, original):
+        self.original = original
+        self.forwarded = 0
+
+    def __call__(self, signum, frame):
+        if signum != signal.SIGTERM:
+            return self.original(signum, frame)
+        self.forwarded += 1
+        for pid in _children():
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+        return None
+
+
 def launch(job: Plan, argv: list[str]) -> int:
     """Run ``python -m trainer.task argv`` under torchrun on this node; the worst exit code."""
+    from torch.distributed.elastic.multiprocessing import api as torchrun_processes
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
@@ -134,8 +253,16 @@ def launch(job: Plan, argv: list[str]) -> int:
         job.nnodes,
         " ".join(options),
     )
+    # torchrun installs this handler once its workers started; until then SIGTERM ends the
+    # launcher at once (nothing is saved before training, and rendezvous may wait long).
+    original = getattr(torchrun_processes, "_terminate_process_handler", None)
+    forward = _ForwardSigterm(original) if original is not None else None
+    if forward is not None:
+        torchrun_processes._terminate_process_handler = forward
     try:
         run(parse_args([*options, "--module", "trainer.task", *argv]))
+        if forward is not None and forward.forwarded:
+            logger.info("SIGTERM came after the workers' last step: they finished, exiting 0")
     except ChildFailedError as error:
         codes = [failure.exitcode for failure in error.failures.values()]
         logger.error("Training processes failed with exit codes %s", codes)
@@ -146,6 +273,8 @@ def launch(job: Plan, argv: list[str]) -> int:
         logger.warning("torchrun stopped its workers on %s: exiting for a restart", stop.sigval)
         return preemption.EXIT_CODE
     finally:
+        if forward is not None:
+            torchrun_processes._terminate_process_handler = original
         # torchrun leaves its handler in place, which raises on a SIGTERM in the cleanup that
         # follows (a traceback and exit 1). The workers are gone: a notice now changes nothing.
         preemption.Notice().install()

@@ -1,66 +1,75 @@
-"""PyTorch's side of a preemption notice (``trainer.preemption``): stop at a step boundary.
+"""PyTorch's side of a preemption notice (``trainer.preemption``): stop within two steps.
 
-Under DDP the ranks agree now and then, in one small all-reduce (MAX): "is a timed save due on
-rank 0?", "did my replica get SIGTERM?" and when to agree next (:class:`Cadence`: every
-``SYNC_EVERY_STEPS`` steps, fewer when steps are slow, so that a notice is acted on within about
-``AGREE_SECONDS``, well inside the ~30 s Compute Engine gives before it stops the VM). So every
-rank saves the same step even when only one VM got the notice. One process decides at every
-step. On a notice the step's checkpoint is saved (``MirrorCheckpoints.on_save`` publishes it,
-marker last) and training stops; ``stopped_early`` then ends the run with ``Preempted``.
+Every rank must save the same step, even when only one VM got SIGTERM. So under DDP the ranks
+share their flags ("did my replica get SIGTERM?", "is a timed save due on rank 0?") at every
+training step, in a tiny all-reduce (MAX) on a CPU (gloo) process group of its own: it starts
+when a step begins and is read when the step ends, so it runs while the step computes and
+never syncs a GPU. A notice is acted on at the end of the step that was running when it came,
+or of the next one if it came after that step began: from the first step of every attempt, at
+any step time. On one process the notice is read at every step's end. That step's checkpoint
+is then saved (``MirrorCheckpoints.on_save`` publishes it, marker last), training stops, and
+``stopped_early`` ends the run with ``Preempted``.
+
+While training, the flags also go round once per evaluation batch: a notice during an
+evaluation ends it within two batches (:class:`EvaluationStopped`; the weights are those of the
+step just trained) and :func:`save_after_evaluation_stopped` saves that step. After the last
+training step the final checkpoint is already complete, so a notice lets the final evaluation
+and the export go on: the run ends 0 if they fit in the grace period, and a rerun after a
+SIGKILL resumes at the last step and only evaluates and exports.
 """
 
 from __future__ import annotations
-
-import time
 
 import torch
 import torch.distributed as dist
 
 from trainer import preemption
 
-# Under DDP the ranks agree at most every this many steps (a GPU sync each time) ...
-SYNC_EVERY_STEPS = 20
-# ... and about this often when steps are slow.
-AGREE_SECONDS = 5.0
-
 
 def distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
-def agree_max(values: list[int], device) -> list[int]:
-    """The largest of each value over all ranks (the values themselves without DDP)."""
-    if not distributed():
-        return list(values)
-    tensor = torch.tensor(values, dtype=torch.int64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return [int(value) for value in tensor.tolist()]
+class EvaluationStopped(Exception):
+    """The ranks agreed on a notice during an evaluation while training: save, then exit."""
 
 
-class Cadence:
-    """At which global steps the ranks agree: each proposes a step count from its own step
-    time, and the smallest proposal (agreed with the flags) sets the next one."""
+class Flags:
+    """Flags every rank shares: ``share`` starts a background all-reduce (MAX), ``agreed``
+    waits for it. Every rank makes the same calls in the same order (they are collective)."""
 
-    def __init__(self, clock=time.monotonic):
-        self.clock = clock
-        self.next_step: int | None = None  # None: at the first step this process trains
-        self._last: tuple[int, float] | None = None
+    def __init__(self):
+        self.group = None  # the CPU process group the flags travel in
+        self._pending: tuple[object, torch.Tensor] | None = None
 
-    def due(self, step: int) -> bool:
-        return not distributed() or self.next_step is None or step >= self.next_step
+    def open(self) -> None:
+        """A gloo group of every rank, so the flags never touch a GPU (collective)."""
+        if distributed() and self.group is None:
+            self.group = dist.new_group(backend="gloo")
 
-    def proposal(self, step: int) -> int:
-        """Steps until the next agreement: SYNC_EVERY_STEPS, or fewer if that takes too long."""
-        if self._last is None or step <= self._last[0]:
-            return SYNC_EVERY_STEPS
-        per_step = (self.clock() - self._last[1]) / (step - self._last[0])
-        if per_step <= 0:
-            return SYNC_EVERY_STEPS
-        return max(1, min(SYNC_EVERY_STEPS, int(AGREE_SECONDS / per_step)))
+    def share(self, *flags: bool) -> None:
+        """Start sharing ``flags`` (a collective that runs in the background)."""
+        if self._pending is not None:  # never two in flight: the ranks match them by order
+            self.agreed()
+        tensor = torch.tensor([int(flag) for flag in flags], dtype=torch.int64)
+        work = None
+        if distributed():
+            work = dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=self.group, async_op=True)
+        self._pending = (work, tensor)
 
-    def agreed(self, step: int, steps: int) -> None:
-        self.next_step = step + max(1, steps)
-        self._last = (step, self.clock())
+    @property
+    def pending(self) -> bool:
+        return self._pending is not None
+
+    def agreed(self) -> list[bool] | None:
+        """Each flag: set on any rank (None: nothing was shared since the last call)."""
+        if self._pending is None:
+            return None
+        work, tensor = self._pending
+        self._pending = None
+        if work is not None:
+            work.wait()  # started a step (or a batch) ago: done, unless a peer is gone
+        return [bool(value) for value in tensor.tolist()]
 
 
 def on_notice(notice: preemption.Notice | None, stop: bool, control) -> bool:
@@ -78,6 +87,18 @@ def skip_epoch_end(notice: preemption.Notice | None, control) -> None:
     if notice is not None and notice.stopping:
         control.should_save = False
         control.should_evaluate = False
+
+
+def save_after_evaluation_stopped(trainer) -> None:
+    """Save the step whose evaluation a notice stopped, as the Trainer saves it (every rank).
+
+    The evaluation changed no weight, optimizer or RNG state the checkpoint holds (its data
+    loader drew its seed when it started, as a whole evaluation does), so resuming from this
+    checkpoint goes on exactly as a run that was never stopped.
+    """
+    trainer._save_checkpoint(trainer.model_wrapped, trial=None)
+    trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
+    trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)
 
 
 def stopped_early(notice: preemption.Notice, state) -> None:

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 
-from trainer import checkpoints, preemption_hook, publisher
+from trainer import checkpoints, preemption, preemption_hook, publisher
 
 logger = logging.getLogger(__name__)
 
@@ -127,32 +127,93 @@ def restore_agreed(checkpoint_dir: str, local_root: str, looks: bool, device=Non
 
 class MirrorCheckpoints(TrainerCallback):
     """Publishes each checkpoint the Trainer saves locally; also saves every ``minutes``, and
-    at once on a preemption ``notice`` (then training stops: ``trainer.preemption_hook``)."""
+    within two steps of a preemption ``notice`` (then training stops: ``trainer.preemption_hook``).
+
+    The final step's checkpoint is saved before the final evaluation, not after it: a notice
+    during that evaluation or the export then costs no training step.
+    """
 
     def __init__(self, checkpoint_dir: str, minutes: float, keep: int = 2, notice=None):
         self.checkpoint_dir = checkpoint_dir
         self.interval = checkpoints.Interval(minutes)
         self.notice = notice
-        self.cadence = preemption_hook.Cadence()
+        self.flags = preemption_hook.Flags()
+        self.training = False  # between the first and the last training step
+        self.noticed_in: int | None = None  # the step that was running when SIGTERM came
         self.publisher = publisher.Publisher(checkpoint_dir, keep=keep)
 
-    def on_step_end(self, args, state, control, **kwargs):
-        step = state.global_step
-        if not self.cadence.due(step):
-            return control
+    def _flags_here(self, state) -> tuple[bool, bool]:
         # Rank 0's clock decides a timed save; any rank's SIGTERM stops them all.
-        due = bool(self.interval.seconds) and state.is_world_process_zero and self.interval.due()
-        signalled = self.notice is not None and self.notice.received
-        values = [int(due), int(signalled), -self.cadence.proposal(step)]
-        due, stop, steps = preemption_hook.agree_max(values, getattr(args, "device", None))
-        self.cadence.agreed(step, -steps)
+        due = state.is_world_process_zero and self.interval.due()
+        return due, self.notice is not None and self.notice.received
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.notice is not None:
+            self.notice.install()
+        self.flags.open()
+        self.training = True
+        return control
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if preemption_hook.distributed():
+            self.flags.share(*self._flags_here(state))
+        preemption.drill_step_pause()  # drills only: a step of the drill's length
+        return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.notice is not None and self.notice.received and self.noticed_in is None:
+            # The first step to end after SIGTERM was running when it came (or began after).
+            self.noticed_in = state.global_step
+            logger.info(
+                "SIGTERM came during step %d, %.1f s ago",
+                state.global_step,
+                self.notice.seconds_since(),
+            )
+        # Under DDP what every rank had when this step began; else what this process has now.
+        due, stop = self.flags.agreed() or self._flags_here(state)
         if not preemption_hook.on_notice(self.notice, stop, control) and due:
             control.should_save = True
+        self._save_before_final_evaluation(state, control)
+        return control
+
+    def on_prediction_step(self, args, state, control, **kwargs):
+        # Only evaluations between training steps stop: the final one is the run's result.
+        if not self.training or state.global_step >= state.max_steps:
+            return control
+        if self.notice is not None and self.notice.received and self.noticed_in is None:
+            self.noticed_in = state.global_step
+            logger.info(
+                "SIGTERM came during the evaluation at step %d, %.1f s ago",
+                state.global_step,
+                self.notice.seconds_since(),
+            )
+        if preemption_hook.distributed():
+            _, stop = self.flags.agreed() or (False, False)
+            if not stop:
+                self.flags.share(*self._flags_here(state))
+        else:
+            stop = self._flags_here(state)[1]
+        if stop and self.notice is not None and self.notice.agreed(True):
+            raise preemption_hook.EvaluationStopped(state.global_step)
+        return control
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        # The flags of the last evaluation batch: a notice there saves this step now.
+        if self.training and self.flags.pending:
+            _, stop = self.flags.agreed()
+            preemption_hook.on_notice(self.notice, stop, control)
         return control
 
     def on_epoch_end(self, args, state, control, **kwargs):
         preemption_hook.skip_epoch_end(self.notice, control)
+        self._save_before_final_evaluation(state, control)
         return control
+
+    def _save_before_final_evaluation(self, state, control) -> None:
+        # The Trainer evaluates before it saves; after training ``report_final_model`` evaluates.
+        if state.global_step >= state.max_steps and control.should_evaluate:
+            control.should_evaluate = False
+            control.should_save = True
 
     def on_save(self, args, state, control, **kwargs):
         step = state.global_step
@@ -169,6 +230,9 @@ class MirrorCheckpoints(TrainerCallback):
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
+        self.training = False
+        if self.flags.pending:  # a step the Trainer began but did not end (collective)
+            self.flags.agreed()
         # The last checkpoint is complete before the export and before a preemption's exit.
         if state.is_world_process_zero:
             self.publisher.close()

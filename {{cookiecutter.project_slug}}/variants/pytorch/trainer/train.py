@@ -189,9 +189,12 @@ def _argmax(logits, labels):
 
 
 def _train(args, ctx: RunContext, work_dir: str) -> int:
-    # SIGTERM (a preemption; torchrun's agent forwards it): save at the next agreed step, exit.
-    # Installed before data loader workers fork, which inherit it and so are not ended by it.
-    notice = preemption.Notice().install()
+    # SIGTERM (a preemption; torchrun's agent forwards it): save at an agreed step, exit. Until
+    # training starts there is nothing to save and SIGTERM ends the process at once, also when
+    # it waits in a collective or on torchrun's store for a peer that is gone. The handler is
+    # installed when training begins (``MirrorCheckpoints.on_train_begin``), before data loader
+    # workers fork, which inherit it and so are not ended by it.
+    notice = preemption.Notice()
     # Data loader workers fork after the fast tokenizer ran; its threads must not be inherited.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     checkpoint_dir = ctx.checkpoint_dir.local()
@@ -254,7 +257,10 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
         preprocess_logits_for_metrics=_argmax,
         callbacks=callbacks,
     )
-    trainer.train(resume_from_checkpoint=resume_from)
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    except preemption_hook.EvaluationStopped:
+        preemption_hook.save_after_evaluation_stopped(trainer)
     preemption_hook.stopped_early(notice, trainer.state)
     reporting.report_final_model(trainer, report)
 
