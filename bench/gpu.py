@@ -1,28 +1,29 @@
-"""GPU benchmarks: BERT-base fine-tuning in bf16 and XGBoost on CUDA (``bench/run.py --gpu``).
+"""GPU benchmark in one command and a fixed time budget: trainer / bare loop on one GPU.
 
-Without an NVIDIA GPU this prints ``no GPU: skipped`` and exits 0, writing nothing. With one:
+Here (with internet):   ``python bench/gpu.py --kit``  downloads the wheels an air-gapped GPU VM
+lacks and bakes the PyTorch and XGBoost projects into ``bench/.gpu-kit/`` (about 56 MiB).
+On the GPU VM (no internet): ``python3 bench/gpu.py --budget 300``  installs the kit into a
+venv that sees the VM's own PyTorch stack, makes the data and model in seconds, then measures
+the cases, most important first, writing every result as soon as it is measured
+(``results-gpu.jsonl``, one JSON line each, and ``results-gpu.json`` rewritten after each
+case): a run cut by its budget, or killed, keeps what it finished.
+Here, on the CPU: ``python bench/gpu.py --device cpu --tiny`` runs the same code paths in
+seconds with a tiny BERT and a small table (``--python pytorch=... --python xgboost=...``).
 
-- PyTorch: samples/s of the generated trainer (``python -m trainer.task``, ``--precision=bf16``)
-  and of a bare bf16 loop (bare_pytorch_gpu.py) on one GPU, fine-tuning a BERT-base-shaped
-  classifier (random weights: the Hub is offline) at 128 and 512 tokens, every example padded
-  to that length, 8,192 tokens per step. Model FLOPs per step = (6 x non-embedding parameters
-  + 12 x layers x hidden x sequence length) x tokens (PaLM's accounting: forward and backward
-  matrix products, attention scores included), as a fraction of the GPU's dense bf16 peak
-  (PEAK_TFLOPS, by name) and of a matmul measured on it; ``6 x all parameters x tokens``
-  is recorded too.
-- XGBoost: boosting rounds/s on a generated HIGGS-like table (28 features), the trainer and a
-  bare ``xgb.train`` each with ``device="cuda"`` and with CPU ``hist`` on every core.
-
-Throughput is timed like run.py (probe.py: the start of every optimizer step or boosting round,
-a window of steps after warm-up); the GPU runs asynchronously, but the CPU stalls once CUDA's
-launch queue is full, so over a window of a hundred steps the step starts keep the GPU's pace.
-Results go to ``results-gpu.json`` and the README's GPU section.
+Cases (PyTorch: a BERT-base-shaped classifier, random weights, bf16; XGBoost: 1,000,000
+HIGGS-like rows, depth 6), in this order, then again while the budget lasts:
+``bare_512``/``trainer_512`` and ``bare_128``/``trainer_128`` (every example padded, 8,192
+tokens a step), ``bare_cuda``/``trainer_cuda`` (XGBoost, the same eval set scored every 10
+rounds in both), ``trainer_imdb`` (the trainer's defaults: IMDB-shaped lengths up to 512
+tokens, dynamic padding, batches grouped by length), ``bare_cpu``/``trainer_cpu`` (XGBoost's
+CPU ``hist`` on every core). Throughput is timed like run.py (probe.py: the start of every
+optimizer step or boosting round, over a window after warm-up); every record names the device.
+Without an NVIDIA GPU (and without ``--device cpu``) it prints ``no GPU: skipped`` and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -32,16 +33,37 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import run as bench  # bench/run.py: bake, data, logging and version helpers
+import run as bench  # bench/run.py: bake, logging and version helpers
 
 BENCH = bench.BENCH
 WORK = bench.WORK
+KIT = BENCH / ".gpu-kit"
+SHIMS = BENCH / "gpu_shims"
 FRAMEWORKS = ("pytorch", "xgboost")
-TOKENS_PER_STEP = 8192
 README_START = "<!-- bench:gpu:start -->"
 README_END = "<!-- bench:gpu:end -->"
+
+# What the GPU VM's Python 3.12 stack (torch with CUDA, transformers, accelerate, tokenizers,
+# pandas, pyarrow, numpy, psutil) lacks for the two trainers: datasets with the dependencies
+# transformers does not bring (dill, multiprocess, xxhash), cloudml-hypertune (an sdist on
+# PyPI: built into a wheel here) and XGBoost's CUDA build, installed without its dependencies
+# (scipy, 35 MB, does not fit: gpu_shims/ stands in; NCCL comes with torch, and one GPU does
+# not load it). About 56 MiB in all; the tool that lends the GPU carries 64 MiB with the tree.
+KIT_WHEELS = [
+    "datasets==5.2.0",
+    "dill==0.4.1",
+    "multiprocess==0.70.19",
+    "xxhash==4.1.0",
+    "cloudml-hypertune==0.1.0.dev6",
+    "xgboost==3.4.1",
+]
+KIT_PLATFORM = ["--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:"]
+for _tag in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"):
+    KIT_PLATFORM += ["--platform", _tag]
+KIT_MIB_LIMIT = 60
 
 # Dense (no sparsity) peak tensor throughput in TFLOPS from the vendors' data sheets: bf16,
 # or fp16 where the GPU has no bf16 (T4). Matched against nvidia-smi's name, first match wins.
@@ -85,289 +107,608 @@ def nvidia_gpus() -> tuple[list[dict], str]:
     return [], f"nvidia-smi failed: {(result.stderr or result.stdout).strip()[:200]}"
 
 
-def ensure_gpu_venv(framework: str, project: Path) -> Path:
-    """A virtual environment with the project's ``make install`` and CUDA builds: torch at
-    tests/constraints.txt's version from PyPI, whose Linux x86-64 wheel is the CUDA build, and
-    XGBoost swapped from ``xgboost-cpu`` to ``xgboost`` at the same version, as the project's
-    GPU Dockerfile does. Rebuilt only when the requirements change."""
-    venv = WORK / f"venv-{framework}-gpu"
-    digest = hashlib.sha256()
-    for name in ("requirements.txt", "requirements-dev.txt", "setup.py"):
-        digest.update((project / name).read_bytes())
-    stamp = venv / "bench-stamp"
-    python = venv / "bin" / "python"
-    if stamp.exists() and stamp.read_text() == digest.hexdigest():
-        return python
-    bench.log(f"{framework}: building {venv} (once; several minutes)")
-    shutil.rmtree(venv, ignore_errors=True)
-    bench.run([sys.executable, "-m", "venv", str(venv)], cwd=WORK)
-    env = bench.pip_env()
-    bench.run(["make", "install", f"PYTHON={python}"], cwd=project, env=env, timeout=3600)
-    if framework == "xgboost":
-        version = bench.versions(python).get("xgboost-cpu")
-        if version:
-            pip = [str(python), "-m", "pip"]
-            bench.run([*pip, "uninstall", "-y", "xgboost-cpu"], cwd=project, env=env)
-            bench.run([*pip, "install", f"xgboost=={version}"], cwd=project, env=env)
-    stamp.write_text(digest.hexdigest())
-    return python
+# ---------------------------------------------------------------------------------------------
+# The kit: made here, installed on the VM
+
+
+def make_kit(kit: Path = KIT) -> int:
+    """Download exactly KIT_WHEELS into ``kit/wheels`` and bake both projects into
+    ``kit/projects``; print the size and how to carry it. Run where PyPI is reachable."""
+    wheels = kit / "wheels"
+    shutil.rmtree(kit, ignore_errors=True)
+    wheels.mkdir(parents=True)
+    pip = [sys.executable, "-m", "pip"]
+    for requirement in KIT_WHEELS:
+        if requirement.startswith("cloudml-hypertune"):  # only an sdist: build the wheel here
+            command = [*pip, "wheel", "--no-deps", "-w", str(wheels), requirement]
+        else:
+            command = [*pip, "download", "--no-deps", *KIT_PLATFORM, "-d", str(wheels)]
+            command.append(requirement)
+        bench.log(" ".join(command))
+        bench.run(command, cwd=BENCH, timeout=1200)
+    for framework in FRAMEWORKS:
+        bench.bake(framework, kit / "projects" / framework)
+    size = sum(path.stat().st_size for path in kit.rglob("*") if path.is_file())
+    for path in sorted(wheels.iterdir()):
+        print(f"  {path.stat().st_size / 2**20:7.2f} MiB  {path.name}")
+    print(f"{kit}: {size / 2**20:.1f} MiB (wheels and baked projects; limit {KIT_MIB_LIMIT} MiB)")
+    print("Carry it with the working tree (run tool: carry=['bench/.gpu-kit']); on the GPU VM:")
+    print("  python3 bench/gpu.py --budget 300")
+    return 0 if size <= KIT_MIB_LIMIT * 2**20 else 1
 
 
 CHECKS = {
-    "pytorch": "import torch as t; print(t.cuda.is_available(), t.__version__, t.version.cuda)",
-    "xgboost": "import xgboost as x; print(bool(x.build_info().get('USE_CUDA')), x.__version__)",
+    "pytorch": "import torch as t, datasets, hypertune; "
+    "print(t.cuda.is_available(), t.__version__, t.version.cuda)",
+    "xgboost": "import xgboost as x, hypertune; "
+    "print(bool(x.build_info().get('USE_CUDA')), x.__version__)",
 }
 
 
-def cuda_problem(framework: str, python: Path) -> str | None:
-    """Why ``python`` cannot use CUDA for ``framework``, or None."""
+def has_modules(python: Path, *modules: str, env: dict | None = None) -> bool:
+    code = "import " + ", ".join(modules)
+    result = subprocess.run([str(python), "-c", code], capture_output=True, env=env, timeout=300)
+    return result.returncode == 0
+
+
+def kit_python(kit: Path, journal: Journal) -> Path:
+    """A venv on top of this interpreter's packages (the VM's PyTorch stack) with the kit's
+    wheels installed from the folder, no index; reused when it already imports them."""
+    venv = WORK / "venv-gpu-kit"
+    python = venv / "bin" / "python"
+    if python.exists() and has_modules(python, "datasets", "hypertune", "xgboost"):
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    started = time.time()
+    try:
+        bench.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=WORK)
+        pip = [str(python), "-m", "pip"]
+    except RuntimeError:  # no ensurepip (Debian without python3-venv): this interpreter's pip
+        shutil.rmtree(venv, ignore_errors=True)
+        bench.run(
+            [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+            cwd=WORK,
+        )
+        pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    install = [*pip, "install", "--no-index", "--find-links", str(kit / "wheels")]
+    names = [r.split("==")[0] for r in KIT_WHEELS if not r.startswith("xgboost")]
+    note = "resolved against the VM's packages"
+    try:
+        bench.run([*install, *names], cwd=WORK, timeout=600)
+    except RuntimeError as error:  # a pin the VM's stack does not meet: install as they are
+        note = f"--no-deps after: {str(error).splitlines()[-1][:300]}"
+        bench.run([*install, "--no-deps", *names], cwd=WORK, timeout=600)
+    xgboost = next(r for r in KIT_WHEELS if r.startswith("xgboost"))
+    bench.run([*install, "--no-deps", xgboost], cwd=WORK, timeout=600)
+    check = subprocess.run([*pip, "check"], capture_output=True, text=True, timeout=300)
+    journal.add(
+        "setup",
+        step="kit",
+        seconds=round(time.time() - started, 1),
+        install=note,
+        pip_check=check.stdout.strip().splitlines()[-10:],
+    )
+    return python
+
+
+# ---------------------------------------------------------------------------------------------
+# Results: one JSON line per record, and the whole file rewritten after each
+
+
+class Journal:
+    """Appends every record to ``<output>.jsonl`` at once and rewrites ``output`` (all the
+    records so far and the ratios of the pairs measured), so a cut run keeps what it did."""
+
+    def __init__(self, output: Path, header: dict):
+        self.output = output
+        self.lines = output.with_suffix(".jsonl")
+        self.header = header
+        self.records: list[dict] = []
+        output.parent.mkdir(parents=True, exist_ok=True)
+        self.lines.write_text("")
+        self.add("start", **header)
+
+    def add(self, kind: str, **values) -> dict:
+        record = {"kind": kind, "time": time.strftime("%H:%M:%S", time.gmtime()), **values}
+        self.records.append(record)
+        with self.lines.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self.write()
+        return record
+
+    def summary(self) -> dict:
+        measured = [r for r in self.records if r["kind"] == "case" and "rate" in r]
+        cases: dict[str, dict] = {}
+        for record in measured:
+            entry = cases.setdefault(record["case"], {"unit": record["unit"], "rates": []})
+            entry["rates"].append(record["rate"])
+            entry["median"] = round(statistics.median(entry["rates"]), 3)
+            entry["device"] = record["device"]
+        ratios = {}
+        for name in cases:
+            if name.startswith("trainer_") and "bare_" + name[8:] in cases:
+                bare = cases["bare_" + name[8:]]
+                ratios[name[8:]] = {
+                    "trainer_over_bare": round(cases[name]["median"] / bare["median"], 3),
+                    "repeats": [len(cases[name]["rates"]), len(bare["rates"])],
+                    "device": cases[name]["device"],
+                }
+        return {"cases": cases, "trainer_over_bare": ratios}
+
+    def write(self) -> None:
+        document = {**self.header, **self.summary(), "records": self.records}
+        partial = self.output.with_suffix(".json.partial")
+        partial.write_text(json.dumps(document, indent=1) + "\n")
+        partial.replace(self.output)  # never a half-written file
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases and the budget
+
+
+@dataclass
+class Case:
+    name: str
+    framework: str
+    argv: list[str]  # after ``python probe.py <hook> <out>``; {job_dir} is replaced
+    window: tuple[int, int]  # timed from the start of step a to the start of step b
+    work: float  # samples or rounds between them
+    unit: str
+    estimate_s: float  # expected seconds for the whole process, before one was measured
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Sizes:
+    """Steps, rows and batch sizes: the GPU run's, or the CPU check's (``tiny``)."""
+
+    tiny: bool
+    warmup: int = 20
+    timed: int = 150
+    tokens_per_step: int = 8192
+    imdb_batch: int = 32
+    reviews: int = 0
+    eval_reviews: int = 256
+    rows: int = 1_000_000
+    eval_rows: int = 10_000
+    rounds_window: tuple[int, int] = (20, 220)
+    pytorch_estimate_s: float = 30.0
+    xgboost_estimate_s: float = 20.0
+
+    def __post_init__(self):
+        if self.tiny:
+            self.warmup, self.timed, self.tokens_per_step, self.imdb_batch = 2, 6, 1024, 4
+            self.eval_reviews, self.rows, self.eval_rows = 16, 20_000, 2_000
+            self.rounds_window = (5, 25)
+            self.pytorch_estimate_s, self.xgboost_estimate_s = 20.0, 10.0
+        steps = self.warmup + self.timed + 1
+        self.reviews = steps * max(self.tokens_per_step // 128, self.imdb_batch)
+
+
+def pytorch_cases(data: Path, sizes: Sizes, precision: str) -> list[Case]:
+    window = (sizes.warmup, sizes.warmup + sizes.timed)
+    max_steps = window[1] + 1
+    model, train = data / "model", data / "train.csv"
+    cases = []
+    for length in (512, 128):
+        batch = sizes.tokens_per_step // length
+        shared = bench.flags(batch_size=batch, max_seq_length=length, max_steps=max_steps)
+        shared += bench.flags(train_data=train, precision=precision)
+        bare = [str(BENCH / "bare_pytorch_gpu.py"), *shared, f"--model={model}"]
+        trainer = ["-m", "trainer.task", *shared, f"--eval-data={data / 'eval.csv'}"]
+        trainer += [f"--model-name-or-path={model}", "--pad-to-max-length"]
+        trainer += ["--no-group-by-length", "--nproc-per-node=1", "--job-dir={job_dir}"]
+        for name, argv in ((f"bare_{length}", bare), (f"trainer_{length}", trainer)):
+            extra = {"batch_size": batch, "tokens": length, "padding": "max_length"}
+            work = sizes.timed * batch
+            cases.append(
+                Case(
+                    name,
+                    "pytorch",
+                    argv,
+                    window,
+                    work,
+                    "samples/s",
+                    sizes.pytorch_estimate_s,
+                    extra,
+                )
+            )
+    shared = bench.flags(batch_size=sizes.imdb_batch, max_seq_length=512, max_steps=max_steps)
+    shared += bench.flags(train_data=train, precision=precision)
+    imdb = ["-m", "trainer.task", *shared, f"--eval-data={data / 'eval.csv'}"]
+    imdb += [f"--model-name-or-path={model}", "--nproc-per-node=1", "--job-dir={job_dir}"]
+    extra = {"batch_size": sizes.imdb_batch, "tokens": "<= 512", "padding": "dynamic, grouped"}
+    cases.append(
+        Case(
+            "trainer_imdb",
+            "pytorch",
+            imdb,
+            window,
+            sizes.timed * sizes.imdb_batch,
+            "samples/s",
+            sizes.pytorch_estimate_s,
+            extra,
+        )
+    )
+    return cases
+
+
+def xgboost_cases(data: Path, sizes: Sizes, devices: list[str]) -> list[Case]:
+    first, last = sizes.rounds_window
+    rounds = last + 10
+    # base_score 0.5, the trainer's default, in both (see run.py); the eval set's AUC every
+    # 10 rounds in both (the trainer's --report-rounds default).
+    shared = bench.flags(train_data=data / "train.parquet", max_depth=6, eta=0.1)
+    shared += bench.flags(num_boost_round=rounds, base_score=0.5)
+    evaluation = f"--eval-data={data / 'eval.parquet'}"
+    cases = []
+    for device in devices:
+        bare = [str(BENCH / "bare_xgboost.py"), *shared, evaluation, f"--device={device}"]
+        trainer = ["-m", "trainer.task", *shared, evaluation, f"--device={device}"]
+        trainer.append("--job-dir={job_dir}")
+        for name, argv in ((f"bare_{device}", bare), (f"trainer_{device}", trainer)):
+            extra = {"device_flag": device, "rows": sizes.rows}
+            cases.append(
+                Case(
+                    name,
+                    "xgboost",
+                    argv,
+                    (first, last),
+                    last - first,
+                    "rounds/s",
+                    sizes.xgboost_estimate_s,
+                    extra,
+                )
+            )
+    return cases
+
+
+def ordered(pytorch: list[Case], xgboost: list[Case]) -> list[list[Case]]:
+    """Most important first: the 512- and 128-token pairs, XGBoost on the accelerator, the
+    trainer on IMDB-shaped lengths, then XGBoost on the CPU. Groups: a bare loop and its
+    trainer, measured one after the other."""
+    torch = {case.name: case for case in pytorch}
+    xgb = {case.name: case for case in xgboost}
+    groups = [
+        [torch.get("bare_512"), torch.get("trainer_512")],
+        [torch.get("bare_128"), torch.get("trainer_128")],
+        [xgb.get("bare_cuda"), xgb.get("trainer_cuda")],
+        [torch.get("trainer_imdb")],
+        [xgb.get("bare_cpu"), xgb.get("trainer_cpu")],
+    ]
+    return [kept for group in groups if (kept := [case for case in group if case])]
+
+
+class Budget:
+    """Seconds left of ``--budget``, counted from the start of the run."""
+
+    def __init__(self, seconds: float, clock=time.monotonic):
+        self.clock = clock
+        self.deadline = clock() + seconds
+
+    def left(self) -> float:
+        return self.deadline - self.clock()
+
+
+def run_cases(groups: list[list[Case]], repeats: int, budget: Budget, journal, measure) -> None:
+    """Every group in order, up to ``repeats`` passes (bare loop and trainer swap places every
+    other pass). A case runs only if its expected time (its last process time, else its
+    estimate) fits the budget left, and is given only that long. ``measure(case, timeout)``
+    runs one process and returns probe.py's timings (``process_s``, ``window_s``, ...)."""
+    last_time: dict[str, float] = {}
+    for repeat in range(1, repeats + 1):
+        for group in groups:
+            for case in group if repeat % 2 else list(reversed(group)):
+                expected = last_time.get(case.name, case.estimate_s)
+                left = budget.left()
+                if left < expected:
+                    why = f"{left:.0f} s left, expected {expected:.0f} s"
+                    journal.add("skipped", case=case.name, repeat=repeat, why=why)
+                    continue
+                try:
+                    measured = measure(case, timeout=left)
+                except RuntimeError as error:
+                    message = str(error)[-2000:]
+                    journal.add("failed", case=case.name, repeat=repeat, error=message)
+                    bench.log(f"#{repeat} {case.name} failed: {message.splitlines()[0]}")
+                    continue
+                last_time[case.name] = measured["process_s"]
+                rate = round(case.work / measured["window_s"], 3)
+                journal.add(
+                    "case",
+                    case=case.name,
+                    framework=case.framework,
+                    repeat=repeat,
+                    rate=rate,
+                    unit=case.unit,
+                    **case.extra,
+                    **measured,
+                )
+                bench.log(
+                    f"#{repeat} {case.name}: {rate} {case.unit}, process "
+                    f"{measured['process_s']:.1f} s, {budget.left():.0f} s left"
+                )
+        if budget.left() <= 0:
+            return
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+
+@dataclass
+class Target:
+    """Where a framework's cases run: its interpreter, baked project and environment."""
+
+    python: Path
+    project: Path
+    env: dict
+    device: str  # the GPU's (or CPU's) name, recorded with every figure
+
+
+def measure(case: Case, timeout: float, target: Target) -> dict:
+    """One process under probe.py, stopped when the window's last step starts."""
+    with tempfile.TemporaryDirectory(dir=WORK, prefix="gpu-run-") as scratch:
+        out = Path(scratch) / "probe.json"
+        env = bench.probe_env(Path(scratch)) | target.env
+        env["BENCH_STOP_AT_STEP"] = str(case.window[1] + 1)
+        env["BENCH_T0"] = repr(time.time())
+        hook = "torch" if case.framework == "pytorch" else "xgboost"
+        command = [str(target.python), str(BENCH / "probe.py"), hook, str(out)]
+        command += [part.replace("{job_dir}", str(Path(scratch) / "job")) for part in case.argv]
+        wall = bench.run(command, cwd=target.project, env=env, timeout=max(1, int(timeout)))
+        clocks = json.loads(out.read_text()) if out.exists() else {"steps": [], "cpu": []}
+    steps, cpu = clocks["steps"], clocks["cpu"]
+    first, last = case.window
+    if len(steps) <= last:
+        raise RuntimeError(f"{len(steps)} steps seen, the window needs {last + 1}: {command}")
+    return {
+        "device": target.device,
+        "process_s": round(wall, 2),
+        "first_step_s": round(steps[0], 2),
+        "window_s": round(steps[last] - steps[first], 4),
+        # CPU seconds of the process (all threads) in the window: near window_s or above it
+        # means the host, not the accelerator, sets the pace.
+        "window_cpu_s": round(cpu[last] - cpu[first], 4),
+        "steps": len(steps),
+    }
+
+
+def setup_step(journal: Journal, budget: Budget, name: str, argv: list[str], **kw) -> dict:
+    """Run one set-up command within the budget; its JSON output (last line) is recorded."""
+    started = time.time()
     result = subprocess.run(
-        [str(python), "-c", CHECKS[framework]], capture_output=True, text=True, timeout=300
+        argv, capture_output=True, text=True, timeout=max(1, budget.left()), **kw
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{name}: exit {result.returncode}\n{result.stderr[-3000:]}")
+    info = json.loads(result.stdout.strip().splitlines()[-1])
+    journal.add("setup", step=name, seconds=round(time.time() - started, 1), result=info)
+    return info
+
+
+def project_for(framework: str) -> Path:
+    """The kit's baked project (air-gapped VM), else a fresh bake with cookiecutter."""
+    baked = KIT / "projects" / framework
+    if baked.is_dir():
+        (project,) = [path for path in baked.iterdir() if path.is_dir()]
+        return project
+    project, _ = bench.bake(framework, WORK / f"{framework}-gpu")
+    return project
+
+
+def interpreter_for(framework: str, given: dict, journal: Journal) -> Path:
+    if framework in given:
+        return Path(given[framework])
+    if (KIT / "wheels").is_dir():
+        return kit_python(KIT, journal)
+    return Path(sys.executable)
+
+
+def problem_with(framework: str, python: Path, cuda: bool) -> str | None:
+    """Why ``python`` cannot run ``framework``'s cases (on CUDA when ``cuda``), or None."""
+    env = dict(os.environ)
+    if framework == "xgboost" and not has_modules(python, "scipy"):
+        env["PYTHONPATH"] = str(SHIMS)
+    result = subprocess.run(
+        [str(python), "-c", CHECKS[framework]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     if result.returncode != 0:
         return f"{python}: {(result.stderr.strip().splitlines() or ['failed'])[-1]}"
     ok, *version = result.stdout.split()
-    if ok == "True":
+    if ok == "True" or not cuda:
         return None
     if framework == "pytorch":
         return f"torch {version[0]} in {python} cannot use CUDA (CUDA build: {version[1]})"
     return f"xgboost {version[0]} in {python} is a CPU-only build: install the package 'xgboost'"
 
 
-def measure(argv: list[str], hook: str, window: tuple[int, int], python, cwd, gpu: str) -> dict:
-    """One process under probe.py: start-up, and the wall and CPU time of the step window."""
-    with tempfile.TemporaryDirectory(dir=WORK, prefix="gpu-run-") as scratch:
-        out = Path(scratch) / "probe.json"
-        env = bench.probe_env(Path(scratch))
-        env.update(
-            TOKENIZERS_PARALLELISM="false",
-            CUDA_VISIBLE_DEVICES=gpu,  # one GPU: the fraction of peak is per GPU
-            BENCH_T0=repr(time.time()),
-        )
-        command = [str(python), str(BENCH / "probe.py"), hook, str(out)]
-        command += [part.replace("{job_dir}", str(Path(scratch) / "job")) for part in argv]
-        wall = bench.run(command, cwd=cwd, env=env, timeout=bench.RUN_TIMEOUT)
-        clocks = json.loads(out.read_text()) if out.exists() else {"steps": [], "cpu": []}
-    steps, cpu = clocks["steps"], clocks["cpu"]
-    first, last = window
-    if len(steps) <= last:
-        raise RuntimeError(f"{len(steps)} steps seen, the window needs {last + 1}: {command}")
-    return {
-        "process_s": round(wall, 2),
-        "first_step_s": round(steps[0], 2),
-        "window_s": round(steps[last] - steps[first], 4),
-        # CPU seconds of the process (all threads) in the window: near window_s or above it
-        # means the host, not the GPU, sets the pace.
-        "window_cpu_s": round(cpu[last] - cpu[first], 4),
-        "steps": len(steps),
-    }
+def data_folder(framework: str, sizes: Sizes) -> Path:
+    folder = WORK / f"gpu-data-{framework}{'-tiny' if sizes.tiny else ''}"
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder
 
 
-def interleaved(cases: dict, repeats: int, window, python, cwd, gpu, unit_work: dict) -> dict:
-    """Every case once per repeat, order reversed every other repeat; rates per case."""
-    runs = {name: [] for name in cases}
-    for repeat in range(repeats):
-        names = list(cases) if repeat % 2 == 0 else list(reversed(cases))
-        for name in names:
-            hook, argv = cases[name]
-            measured = measure(argv, hook, window, python, cwd, gpu)
-            measured["rate"] = round(unit_work[name] / measured["window_s"], 3)
-            runs[name].append(measured)
-            bench.log(
-                f"#{repeat + 1} {name}: {measured['rate']:.2f}/s, first step at "
-                f"{measured['first_step_s']:.1f} s, process {measured['process_s']:.1f} s"
-            )
-    return runs
-
-
-def ratio(runs: dict, a: str, b: str) -> dict:
-    rates_a = [run["rate"] for run in runs[a]]
-    rates_b = [run["rate"] for run in runs[b]]
-    pairs = [x / y for x, y in zip(rates_a, rates_b, strict=True)]
-    return {
-        "ratio": round(statistics.median(rates_a) / statistics.median(rates_b), 3),
-        "range": [round(min(pairs), 3), round(max(pairs), 3)],
-    }
-
-
-def bench_pytorch(python: Path, project: Path, quick: bool, repeats: int, gpu: str) -> dict:
-    window = (10, 60) if quick else (30, 230)
-    max_steps = window[1] + 5
-    # One epoch holds every step at 128 tokens (batch 64): no evaluation or checkpoint inside.
-    setup = bench.Setup("pytorch", max_steps * 64, 256, window, 0, "samples/s", 0)
-    mode = "gpu-quick" if quick else "gpu"
-    folder = WORK / f"data-pytorch-{mode}"
-    data = bench.ensure_data("pytorch", python, setup, mode)
-    if not (folder / "bert-base.json").exists():
-        bench.log(f"pytorch: building the BERT-base-shaped model in {folder}")
-        bench.run([str(python), str(BENCH / "gpu_setup.py"), "bert-base", str(folder)], cwd=WORK)
-    model = json.loads((folder / "bert-base.json").read_text())
-    peak = json.loads(
-        subprocess.run(
+def prepare_pytorch(python, sizes, cuda, device_env, journal, budget) -> tuple[list[Case], dict]:
+    folder = data_folder("pytorch", sizes)
+    argv = [str(python), str(BENCH / "gpu_setup.py"), "pytorch", str(folder)]
+    argv += [f"--train-size={sizes.reviews}", f"--eval-size={sizes.eval_reviews}"]
+    info = setup_step(journal, budget, "pytorch data and model", argv + ["--tiny"] * sizes.tiny)
+    precision = "fp32"
+    if cuda:
+        peak = setup_step(
+            journal,
+            budget,
+            "peak",
             [str(python), str(BENCH / "gpu_setup.py"), "peak"],
-            env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpu),
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+            env=os.environ | device_env,
+        )
+        precision = "bf16" if peak.get("native_bf16") else "fp16"
+        info["peak"] = peak | {"table": table_peak(peak.get("name", ""))}
+    info["precision"] = precision
+    return pytorch_cases(folder, sizes, precision), info
+
+
+def prepare_xgboost(python, sizes, cuda, journal, budget) -> list[Case]:
+    folder = data_folder("xgboost", sizes)
+    argv = [str(python), str(BENCH / "gpu_setup.py"), "xgboost", str(folder)]
+    argv += [f"--train-size={sizes.rows}", f"--eval-size={sizes.eval_rows}"]
+    setup_step(journal, budget, "xgboost data", argv)
+    return xgboost_cases(folder, sizes, ["cuda", "cpu"] if cuda else ["cpu"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--kit",
+        action="store_true",
+        help=f"here, with internet: download the wheels and bake the projects into {KIT}",
     )
-    precision = "bf16" if peak["native_bf16"] else "fp16"
-    cases, work = {}, {}
-    for length in (128, 512):
-        batch = TOKENS_PER_STEP // length
-        shared = bench.flags(batch_size=batch, max_seq_length=length, max_steps=max_steps)
-        shared += bench.flags(train_data=folder / "train.csv", precision=precision)
-        trainer = ["-m", "trainer.task", *shared, f"--eval-data={folder / 'eval.csv'}"]
-        trainer += [f"--model-name-or-path={folder / 'bert-base'}", "--pad-to-max-length"]
-        trainer += ["--no-group-by-length", "--nproc-per-node=1", "--logging-steps=50"]
-        cases[f"trainer_{length}"] = ("torch", [*trainer, "--job-dir={job_dir}"])
-        bare = [str(BENCH / "bare_pytorch_gpu.py"), *shared, f"--model={folder / 'bert-base'}"]
-        cases[f"bare_{length}"] = ("torch", bare)
-        for name in (f"trainer_{length}", f"bare_{length}"):
-            work[name] = (window[1] - window[0]) * batch
-    runs = interleaved(cases, repeats, window, python, project, gpu, work)
-
-    table = table_peak(peak["name"])
-    measured_peak = peak["matmul_bf16_tflops" if precision == "bf16" else "matmul_fp16_tflops"]
-    results = {}
-    for name, measured in runs.items():
-        length = int(name.rsplit("_", 1)[1])
-        samples = statistics.median(run["rate"] for run in measured)
-        tokens = samples * length
-        attention = 12 * model["layers"] * model["hidden"] * length
-        per_token = 6 * model["non_embedding_params"] + attention
-        tflops = per_token * tokens / 1e12
-        results[name] = {
-            "samples_per_s": round(samples, 2),
-            "tokens_per_s": round(tokens),
-            "model_tflops": round(tflops, 1),
-            "model_tflops_6n_all_params": round(6 * model["params"] * tokens / 1e12, 1),
-            "fraction_of_table_peak": round(tflops / table["tflops"], 3) if table else None,
-            "fraction_of_measured_matmul": round(tflops / measured_peak, 3),
-            "first_step_s": statistics.median(run["first_step_s"] for run in measured),
-            "runs": measured,
-        }
-    return {
-        "versions": bench.versions(python),
-        "model": model,
-        "data": data,
-        "precision": precision,
-        "setup": {
-            "repeats": repeats,
-            "timed_steps": list(window),
-            "tokens_per_step": TOKENS_PER_STEP,
-            "batch_size": {str(n): TOKENS_PER_STEP // n for n in (128, 512)},
-        },
-        "peak": {"table": table, **peak},
-        "cases": results,
-        "trainer_vs_bare": {str(n): ratio(runs, f"trainer_{n}", f"bare_{n}") for n in (128, 512)},
+    parser.add_argument(
+        "--budget", type=float, default=300, help="seconds for the whole run, set-up included"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="passes over the cases at most")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument(
+        "--tiny", action="store_true", help="a tiny BERT and a small table: the CPU check"
+    )
+    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="FRAMEWORK=PATH",
+        help="an interpreter with the project's requirements (and CUDA builds), instead of "
+        "the kit's venv or this interpreter, e.g. pytorch=/opt/venv/bin/python",
+    )
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="results file (default: bench/results-gpu.json, which also updates README.md; "
+        "bench/.work/tiny/results-gpu.json with --tiny); a .jsonl beside it gets each record",
+    )
+    parser.add_argument("--quick", action="store_true", help="one pass (--repeats 1)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats = 1
+    if args.kit:
+        return make_kit()
+    interpreters = {}
+    for item in args.python:
+        framework, _, path = item.partition("=")
+        if framework not in FRAMEWORKS or not path:
+            parser.error(f"--python: {item!r} is not FRAMEWORK=PATH, e.g. xgboost=venv/bin/python")
+        interpreters[framework] = path
+    frameworks = [name for name in args.frameworks.split(",") if name in FRAMEWORKS]
+    for name in sorted(set(args.frameworks.split(",")) - set(FRAMEWORKS)):
+        print(f"{name}: no GPU benchmark (GPU cases: {', '.join(FRAMEWORKS)})")
+    budget = Budget(args.budget)
+    cuda = args.device == "cuda"
+    if cuda:
+        gpus, why = nvidia_gpus()
+        if not gpus:
+            print(f"no GPU: skipped ({why}); nothing measured, nothing written")
+            return 0
+        # The first visible GPU, by the id CUDA_VISIBLE_DEVICES uses.
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", gpus[0]["index"]).split(",")[0].strip()
+        gpu = next((entry for entry in gpus if entry["index"] == visible), gpus[0])
+        device, device_env = gpu["name"], {"CUDA_VISIBLE_DEVICES": visible}
+    else:
+        gpus, gpu = [], None
+        device, device_env = f"CPU: {bench.machine()['cpu']}", {"CUDA_VISIBLE_DEVICES": ""}
+    tiny_output = WORK / "tiny" / "results-gpu.json"
+    default = tiny_output if args.tiny or not cuda else BENCH / "results-gpu.json"
+    output = Path(args.output) if args.output else default
+    WORK.mkdir(exist_ok=True)
+    sizes = Sizes(tiny=args.tiny)
+    header = {
+        "mode": ("tiny" if args.tiny else "full") + f", {args.device}",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "device": device,
+        "machine": bench.machine() | {"gpu": device if cuda else None},
+        "gpus": gpus,
+        "budget_s": args.budget,
+        "sizes": {k: v for k, v in vars(sizes).items() if not k.endswith("estimate_s")},
     }
+    journal = Journal(output, header)
+    bench.log(f"device: {device}; budget {args.budget:.0f} s; results: {output} (+ .jsonl)")
+    pytorch, xgboost, status = [], [], 0
+    for framework in frameworks:
+        try:
+            python = interpreter_for(framework, interpreters, journal)
+            problem = problem_with(framework, python, cuda)
+            if problem:
+                raise RuntimeError(problem)
+            env = dict(device_env, TOKENIZERS_PARALLELISM="false")
+            if framework == "xgboost" and not has_modules(python, "scipy"):
+                env["PYTHONPATH"] = str(SHIMS)  # see gpu_shims/scipy/__init__.py
+                journal.add("setup", step="scipy", note=f"absent: {SHIMS} stands in")
+            project = project_for(framework)
+            if "PYTHONPATH" in env:
+                env["PYTHONPATH"] += os.pathsep + str(project)
+            target = Target(python, project, env, device)
+            journal.add("setup", step=f"{framework} versions", versions=bench.versions(python))
+            if framework == "pytorch":
+                cases, info = prepare_pytorch(python, sizes, cuda, device_env, journal, budget)
+                pytorch = [(case, target) for case in cases]
+            else:
+                cases = prepare_xgboost(python, sizes, cuda, journal, budget)
+                xgboost = [(case, target) for case in cases]
+        except (RuntimeError, subprocess.TimeoutExpired, OSError) as error:
+            journal.add("skipped", framework=framework, why=str(error)[-2000:])
+            bench.log(f"{framework}: skipped: {str(error).splitlines()[0]}")
+            status = 1
+    targets = {id(case): target for case, target in pytorch + xgboost}
+    groups = ordered([case for case, _ in pytorch], [case for case, _ in xgboost])
+
+    def measure_case(case: Case, timeout: float) -> dict:
+        return measure(case, timeout, targets[id(case)])
+
+    run_cases(groups, args.repeats, budget, journal, measure_case)
+    journal.add("end", seconds=round(args.budget - budget.left(), 1))
+    bench.log(f"wrote {output} and {output.with_suffix('.jsonl')}")
+    if output.resolve() == (BENCH / "results-gpu.json").resolve():
+        update_readme(journal)
+    return status
 
 
-def bench_xgboost(python: Path, project: Path, quick: bool, repeats: int, gpu: str) -> dict:
-    rows = 100_000 if quick else 1_000_000
-    rounds, window = (80, (20, 70)) if quick else (160, (50, 150))
-    setup = bench.Setup("xgboost", rows, rows // 100, window, 0, "rounds/s", 0)
-    mode = "gpu-quick" if quick else "gpu"
-    folder = WORK / f"data-xgboost-{mode}"
-    data = bench.ensure_data("xgboost", python, setup, mode)
-    shared = bench.flags(train_data=folder / "train.csv", max_depth=6, eta=0.1)
-    shared += bench.flags(num_boost_round=rounds)
-    trainer = ["-m", "trainer.task", *shared, f"--eval-data={folder / 'eval.csv'}"]
-    trainer.append("--job-dir={job_dir}")
-    bare = [str(BENCH / "bare_xgboost.py"), *shared]
-    cases = {
-        "trainer_cuda": ("xgboost", [*trainer, "--device=cuda"]),
-        "trainer_cpu": ("xgboost", [*trainer, "--device=cpu"]),
-        "bare_cuda": ("xgboost", [*bare, "--device=cuda"]),
-        "bare_cpu": ("xgboost", [*bare, "--device=cpu"]),
-    }
-    work = dict.fromkeys(cases, window[1] - window[0])
-    runs = interleaved(cases, repeats, window, python, project, gpu, work)
-    return {
-        "versions": bench.versions(python),
-        "data": data,
-        "setup": {"repeats": repeats, "timed_rounds": list(window), "max_depth": 6, "eta": 0.1},
-        "cases": {
-            name: {
-                "rounds_per_s": round(statistics.median(run["rate"] for run in measured), 2),
-                "first_step_s": statistics.median(run["first_step_s"] for run in measured),
-                "runs": measured,
-            }
-            for name, measured in runs.items()
-        },
-        "cuda_vs_cpu": {
-            "trainer": ratio(runs, "trainer_cuda", "trainer_cpu"),
-            "bare": ratio(runs, "bare_cuda", "bare_cpu"),
-        },
-        "trainer_vs_bare_cuda": ratio(runs, "trainer_cuda", "bare_cuda"),
-    }
+# ---------------------------------------------------------------------------------------------
+# The README's GPU section
 
 
-BENCHES = {"pytorch": bench_pytorch, "xgboost": bench_xgboost}
-
-
-def pct(value) -> str:
-    return "n/a" if value is None else f"{100 * value:.0f}%"
-
-
-def render(results: dict) -> str:
-    """The README's GPU section for ``results``."""
-    gpu = results["gpus"][0]
+def render(journal: Journal) -> str:
+    summary = journal.summary()
+    header = journal.header
     lines = [
-        f"Measured {results['date']} on {gpu['name']} (driver {gpu['driver_version']}, "
-        f"{gpu.get('memory.total', '?')}), one GPU, `{results['mode']}` mode; "
-        f"{results['machine']['cores']} CPU cores ({results['machine']['cpu']}).",
+        f"Measured {header['date']} on **{header['device']}**, `{header['mode']}` mode, "
+        f"budget {header['budget_s']:.0f} s; {header['machine']['cores']} CPU cores "
+        f"({header['machine']['cpu']}). Every record, with the device's name, is in "
+        "`results-gpu.json` (and `.jsonl`).",
         "",
+        "| Case | Median | Runs |",
+        "|---|---|---|",
     ]
-    torch = results["variants"].get("pytorch")
-    if torch:
-        peak = torch["peak"]
-        table = peak["table"]
-        sheet = f"{table['tflops']} TFLOPS ({table['entry']})" if table else "not in the table"
-        lines += [
-            f"PyTorch, BERT-base shape, {torch['precision']}, "
-            f"{torch['setup']['tokens_per_step']} tokens per step. "
-            f"Peak: data sheet {sheet}; measured matmul {peak['matmul_bf16_tflops']} TFLOPS "
-            f"bf16, {peak['matmul_fp16_tflops']} fp16.",
-            "",
-            "| Tokens | Case | Samples/s | Model TFLOPS | Of peak | Of measured matmul |",
-            "|---|---|---|---|---|---|",
-        ]
-        for name, case in torch["cases"].items():
-            kind, length = name.rsplit("_", 1)
-            lines.append(
-                f"| {length} | {kind} | {case['samples_per_s']:.1f} | {case['model_tflops']} | "
-                f"{pct(case['fraction_of_table_peak'])} | "
-                f"{pct(case['fraction_of_measured_matmul'])} |"
-            )
-        for length, entry in torch["trainer_vs_bare"].items():
-            lines.append(
-                f"\nTrainer ÷ bare loop at {length} tokens: **{entry['ratio']:.3f}×** "
-                f"(repeats {entry['range'][0]:.3f}–{entry['range'][1]:.3f})."
-            )
-        lines.append("")
-    xgb = results["variants"].get("xgboost")
-    if xgb:
-        cases = xgb["cases"]
-        lines += [
-            f"XGBoost, {xgb['data']['train_examples']:,} rows x {xgb['data']['features']} "
-            "features, depth 6, rounds/s:",
-            "",
-            "| Case | CUDA | CPU hist (all cores) | CUDA ÷ CPU |",
-            "|---|---|---|---|",
-        ]
-        for kind in ("trainer", "bare"):
-            entry = xgb["cuda_vs_cpu"][kind]
-            lines.append(
-                f"| {kind} | {cases[kind + '_cuda']['rounds_per_s']:.1f} | "
-                f"{cases[kind + '_cpu']['rounds_per_s']:.1f} | **{entry['ratio']:.2f}×** |"
-            )
-        lines.append("")
+    for name, case in summary["cases"].items():
+        lines.append(f"| {name} | {case['median']:.1f} {case['unit']} | {len(case['rates'])} |")
+    lines += ["", "| Pair | Trainer ÷ bare loop |", "|---|---|"]
+    for pair, entry in summary["trainer_over_bare"].items():
+        lines.append(f"| {pair} | **{entry['trainer_over_bare']:.3f}×** |")
+    skipped = [r for r in journal.records if r["kind"] in ("skipped", "failed")]
+    for record in skipped:
+        what = record.get("case") or record.get("framework")
+        lines.append(f"\n{record['kind']}: {what}: {record.get('why') or record.get('error')}")
     return "\n".join(lines)
 
 
-def update_readme(results: dict) -> None:
+def update_readme(journal: Journal) -> None:
+    if not journal.summary()["cases"]:
+        return
     readme = BENCH / "README.md"
     text = readme.read_text()
     if README_START not in text or README_END not in text:
@@ -375,75 +716,7 @@ def update_readme(results: dict) -> None:
         return
     head, rest = text.split(README_START, 1)
     _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_START}\n{render(results)}\n{README_END}{tail}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer steps and rows, 1 repeat")
-    parser.add_argument("--repeats", type=int, default=None, help="default: 1 quick, 3 full")
-    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
-    parser.add_argument(
-        "--python",
-        action="append",
-        default=[],
-        metavar="FRAMEWORK=PATH",
-        help="use this interpreter (with the project's requirements and CUDA builds) instead of "
-        "building bench/.work/venv-<framework>-gpu, e.g. pytorch=/opt/venv/bin/python",
-    )
-    parser.add_argument(
-        "--output",
-        default=None,
-        help="results file (default: bench/results-gpu.json, which also updates README.md; "
-        "bench/.work/quick/results-gpu.json with --quick)",
-    )
-    args = parser.parse_args(argv)
-    frameworks = [name for name in args.frameworks.split(",") if name in FRAMEWORKS]
-    gpus, why = nvidia_gpus()
-    if not gpus:
-        print(f"no GPU: skipped ({why}); nothing measured, nothing written")
-        return 0
-    for name in sorted(set(args.frameworks.split(",")) - set(FRAMEWORKS)):
-        print(f"{name}: no GPU benchmark (GPU cases: {', '.join(FRAMEWORKS)})")
-    interpreters = dict(item.split("=", 1) for item in args.python)
-    repeats = args.repeats or (1 if args.quick else 3)
-    default = WORK / "quick" / "results-gpu.json" if args.quick else BENCH / "results-gpu.json"
-    output = Path(args.output) if args.output else default
-    output.parent.mkdir(parents=True, exist_ok=True)
-    WORK.mkdir(exist_ok=True)
-    # The first visible GPU, by the id CUDA_VISIBLE_DEVICES uses.
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", gpus[0]["index"]).split(",")[0].strip()
-    gpu = next((entry for entry in gpus if entry["index"] == visible), gpus[0])
-    results = {
-        "mode": "quick" if args.quick else "full",
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": bench.machine() | {"gpu": gpu["name"]},
-        "gpus": [gpu, *(entry for entry in gpus if entry is not gpu)],
-        "measured_gpu": visible,
-        "variants": {},
-        "skipped": {},
-    }
-    started = time.time()
-    for framework in frameworks:
-        bench.log(f"{framework}: start (GPU {visible}: {gpu['name']})")
-        project, _ = bench.bake(framework, WORK / f"{framework}-gpu")
-        if framework in interpreters:
-            python = Path(interpreters[framework])
-        else:
-            python = ensure_gpu_venv(framework, project)
-        problem = cuda_problem(framework, python)
-        if problem:
-            bench.log(f"{framework}: skipped: {problem}")
-            results["skipped"][framework] = problem
-            continue
-        measured = BENCHES[framework](python, project, args.quick, repeats, visible)
-        results["variants"][framework] = measured
-    results["total_s"] = round(time.time() - started, 1)
-    output.write_text(json.dumps(results, indent=1) + "\n")
-    bench.log(f"wrote {output}")
-    if output.resolve() == (BENCH / "results-gpu.json").resolve() and results["variants"]:
-        update_readme(results)
-    return 1 if results["skipped"] else 0
+    readme.write_text(f"{head}{README_START}\n{render(journal)}\n{README_END}{tail}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ earlier or in another order than in a normal run:
 
 ``--disable`` turns one function of the code under test into a no-op, for the "no checkpoints"
 runs of trainers that have no flag to switch checkpoints off.
+
+``BENCH_STOP_AT_STEP=N`` ends the process (exit 0, timestamps saved) when step N starts: the
+GPU benchmark stops there once its window is timed instead of waiting for the final
+evaluation, checkpoint and export (seconds each for BERT-base), which it does not measure.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import sys
 import time
 
 T0 = float(os.environ.get("BENCH_T0", time.time()))
+STOP_AT_STEP = int(os.environ.get("BENCH_STOP_AT_STEP", "0"))
 
 
 class _Record:
@@ -41,6 +46,10 @@ class _Record:
     def __call__(self, *_args, **_kwargs) -> None:
         self.steps.append(time.time() - T0)
         self.cpu.append(time.process_time())
+        if len(self.steps) == STOP_AT_STEP:
+            self.save()
+            sys.stdout.flush()
+            os._exit(0)  # skip the rest of the run: nothing after the window is measured
 
     def save(self) -> None:
         with open(self.path, "w", encoding="utf-8") as handle:
