@@ -95,22 +95,84 @@ def test_missing_path_and_bad_objective_are_input_errors(tmp_path):
         data.list_files("gs://surely-not-mounted-bucket-4711/data.csv")
 
 
-def test_files_are_sharded_by_file_then_by_row(tmp_path):
-    folder = tmp_path / "parts"
+def _uneven_files(folder, sizes=(500, 300, 201), parquet: int | None = 1) -> pd.DataFrame:
+    """Files of ``sizes`` rows (file ``parquet`` as Parquet, in row groups of 64), each row
+    numbered by ``row``; returns all rows in file order."""
     folder.mkdir()
-    for index in range(3):
-        _frame(10).assign(part=index).to_csv(folder / f"part-{index}.csv", index=False)
+    frames, first = [], 0
+    for index, size in enumerate(sizes):
+        frame = _frame(size).assign(row=range(first, first + size))
+        first += size
+        if index == parquet:
+            frame.to_parquet(folder / f"part-{index}.parquet", row_group_size=64)
+        else:
+            frame.to_csv(folder / f"part-{index}.csv", index=False)
+        frames.append(frame)
     pd.DataFrame({"x": [1]}).to_csv(folder / "_SUCCESS.txt", index=False)  # not data
-    kwargs = {"label_column": "y", "kind": "binary"}
-    rank0 = data.read(str(folder), "train", shard=data.Shard(0, 2), **kwargs)
-    rank1 = data.read(str(folder), "train", shard=data.Shard(1, 2), **kwargs)
-    assert sorted(rank0["part"].unique()) == [0, 2] and list(rank1["part"].unique()) == [1]
-    # Fewer files than replicas: every replica reads all of them and keeps every n-th row.
-    one = str(folder / "part-0.csv")
-    shards = [data.read(one, "train", shard=data.Shard(r, 3), **kwargs) for r in range(3)]
-    assert sum(len(s) for s in shards) == 10
-    glob_rows = data.read(str(folder / "part-[01].csv"), "train", **kwargs)
-    assert len(glob_rows) == 20
+    return pd.concat(frames, ignore_index=True)
+
+
+def _shards(spec: str, world: int, hold_out: float = 0.0) -> list[tuple[pd.DataFrame, np.ndarray]]:
+    kwargs = {"label_column": "y", "kind": "binary", "hold_out": hold_out}
+    return [
+        data.read_rows(spec, "train", shard=data.Shard(r, world), **kwargs) for r in range(world)
+    ]
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_uneven_files_are_shared_out_evenly(tmp_path, world):
+    """Files of 500, 300 and 201 rows (one Parquet): every replica gets a third or a half of
+    the 1001 rows (within one row), every row once, in file order; one file alike."""
+    rows = _uneven_files(tmp_path / "parts")
+    shards = [frame for frame, _ in _shards(str(tmp_path / "parts"), world)]
+    sizes = [len(frame) for frame in shards]
+    print(f"rows per replica of {len(rows)} on {world}: {sizes}")
+    assert max(sizes) - min(sizes) <= 1
+    assert pd.concat(shards)["row"].tolist() == rows["row"].tolist()
+    one = [len(frame) for frame, _ in _shards(str(tmp_path / "parts" / "part-0.csv"), world)]
+    assert sum(one) == 500 and max(one) - min(one) <= 1
+    glob_rows = data.read(
+        str(tmp_path / "parts" / "part-[02].csv"), "train", label_column="y", kind="binary"
+    )
+    assert len(glob_rows) == 701
+
+
+def test_held_out_rows_are_the_same_for_any_replica_count(tmp_path):
+    """The eval rows held out of --train-data are one set, in one order, on 1, 2 or 3 replicas,
+    and the replicas' training rows stay even."""
+    rows = _uneven_files(tmp_path / "parts")
+    spec = str(tmp_path / "parts")
+    held_out = {}
+    for world in (1, 2, 3):
+        shards = _shards(spec, world, hold_out=0.1)
+        training = [len(frame[~mask]) for frame, mask in shards]
+        assert max(training) - min(training) <= 1, training
+        eval_rows = pd.concat([frame[mask] for frame, mask in shards])["row"].tolist()
+        train_rows = pd.concat([frame[~mask] for frame, mask in shards])["row"].tolist()
+        assert sorted(eval_rows + train_rows) == rows["row"].tolist()
+        held_out[world] = eval_rows
+    assert held_out[1] == held_out[2] == held_out[3]
+    assert 0.07 < len(held_out[1]) / len(rows) < 0.13  # about --eval-fraction of the rows
+    other_seed = data.read_rows(
+        spec, "train", label_column="y", kind="binary", hold_out=0.1, seed=7
+    )
+    assert other_seed[0][other_seed[1]]["row"].tolist() != held_out[1]
+    # Synthetic rows alike.
+    synthetic = {w: _shards("synthetic:900", w, hold_out=0.2) for w in (1, 3)}
+    eval_rows = {
+        w: pd.concat([f[m] for f, m in s], ignore_index=True) for w, s in synthetic.items()
+    }
+    pd.testing.assert_frame_equal(eval_rows[1], eval_rows[3])
+
+
+def test_a_tiny_hold_out_still_holds_out_one_row(tmp_path):
+    for fraction in (1e-9, 1 - 1e-9):
+        frame, mask = data.read_rows(
+            "synthetic:3", "train", label_column="y", kind="binary", hold_out=fraction
+        )
+        assert 1 <= mask.sum() <= 2
+    with pytest.raises(cli.InputError, match="too few training rows"):
+        data.read_rows("synthetic:1", "train", label_column="y", kind="binary", hold_out=0.1)
 
 
 def test_parquet_text_columns_and_label_strings_are_encoded(tmp_path):

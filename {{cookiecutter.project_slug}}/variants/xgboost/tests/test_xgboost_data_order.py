@@ -38,8 +38,8 @@ def test_two_replicas_boost_on_every_row_once(tmp_path):
         *FAST,
     ]
     logs = run_two_replicas(tmp_path, args)
-    assert f"Data: {rows} training rows (this replica: 251)" in logs["chief"]
-    assert f"Data: {rows} training rows (this replica: 250)" in logs["worker"]
+    assert f"Data: {rows} training rows (this replica: 250)" in logs["chief"]
+    assert f"Data: {rows} training rows (this replica: 251)" in logs["worker"]
     booster, _ = load_model(tmp_path / "chief" / "model")
     assert _root_cover(booster) == pytest.approx(rows)
 

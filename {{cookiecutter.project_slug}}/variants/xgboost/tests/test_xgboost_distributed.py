@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import time
 
 import pandas as pd
@@ -16,30 +19,37 @@ from conftest import (
 )
 from vertex_trainer_tools.testing import cluster_spec, free_ports, kill, read_metrics
 
-from trainer import data
+from trainer import checkpoints, data, distributed
 
 pytestmark = pytest.mark.distributed
 
 
-def run_two_replicas(tmp_path, args: list[str]) -> dict[str, str]:
-    """A chief and a worker with Vertex-shaped ``CLUSTER_SPEC``s; their logs once both exit 0.
-
-    Each writes under ``tmp_path/<chief|worker>/`` (model, checkpoints, metrics).
-    """
+def start_two_replicas(tmp_path, args: list[str], **env: str) -> dict:
+    """A chief and a worker with Vertex-shaped ``CLUSTER_SPEC``s, logging to
+    ``tmp_path/<name>.log``; each writes under ``tmp_path/<chief|worker>/`` (model, checkpoints,
+    metrics)."""
     chief, worker = free_ports(2)
     pools = {"workerpool0": [f"127.0.0.1:{chief}"], "workerpool1": [f"127.0.0.1:{worker}"]}
     processes = {}
     for name, pool in (("chief", "workerpool0"), ("worker", "workerpool1")):
-        env = trainer_env(
+        replica_env = trainer_env(
             CLUSTER_SPEC=cluster_spec(pools, pool, 0),
             CLOUD_ML_JOB_ID="4711",
             CLOUD_ML_HP_METRIC_FILE=str(tmp_path / name / "metrics"),
+            **env,
         )
         outputs = [
             f"--model-dir={tmp_path / name / 'model'}",
             f"--checkpoint-dir={tmp_path / name / 'checkpoints'}",
         ]
-        processes[name] = start_trainer([*args, *outputs], env, log=tmp_path / f"{name}.log")
+        log = tmp_path / f"{name}.log"
+        processes[name] = start_trainer([*args, *outputs], replica_env, log=log)
+    return processes
+
+
+def run_two_replicas(tmp_path, args: list[str]) -> dict[str, str]:
+    """``start_two_replicas``; their logs once both exit 0."""
+    processes = start_two_replicas(tmp_path, args)
     try:
         deadline = time.monotonic() + TIMEOUT_S
         while any(p.poll() is None for p in processes.values()):
@@ -67,7 +77,13 @@ def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
         *FAST,
     ]
     logs = run_two_replicas(tmp_path, args)
-    assert "1 of 2 files" in logs["chief"] and "1 of 2 files" in logs["worker"]
+    # Two even ranges of all rows, the held-out ones (20%, chosen from all) left aside.
+    total = diabetes_shards["rows"]
+    plan = data.RowPlan(total, 0.2, 42)
+    half = plan.range_of(data.Shard(0, 2))[1]
+    assert abs(half - total / 2) < 0.1 * total
+    assert f"rows 0..{half} of {total} (in 2 files) for replica 0 of 2" in logs["chief"]
+    assert f"rows {half}..{total} of {total} (in 2 files) for replica 1" in logs["worker"]
 
     # Only the chief exports, checkpoints and reports the tuning metric.
     booster, metadata = load_model(tmp_path / "chief" / "model")
@@ -81,9 +97,7 @@ def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
     # so the first tree's root covers all training rows of both replicas.
     trees = booster.trees_to_dataframe()
     root_cover = trees[(trees["Tree"] == 0) & (trees["Node"] == 0)]["Cover"].item()
-    total = diabetes_shards["rows"]
-    held_out = round(total / 2 * 0.2) * 2  # each replica holds out 20% of its own rows
-    assert root_cover == pytest.approx(total - held_out)
+    assert root_cover == pytest.approx(total - plan.held_out_rows)
 
 
 @pytest.mark.slow
@@ -111,8 +125,11 @@ def test_two_replicas_report_the_auc_of_all_eval_rows(breast_cancer, tmp_path, e
     ]
     if eval_rows == "held out":
         args += [f"--train-data={parts}", "--eval-fraction=0.3"]
-        # The rows each replica holds out (the trainer's seeded split of its own file).
-        shards = [data.split_off_eval(shard.reset_index(drop=True), 0.3, 42)[1] for shard in shards]
+        # The rows held out: the same on any replica count, so those of one replica's read.
+        rows, held_out = data.read_rows(
+            str(parts), "train", label_column="target", kind="binary", hold_out=0.3
+        )
+        shards = [rows[held_out]]
     else:
         args += [f"--train-data={breast_cancer['train']}", f"--eval-data={parts}"]
     logs = run_two_replicas(tmp_path, args)
@@ -121,3 +138,43 @@ def test_two_replicas_report_the_auc_of_all_eval_rows(breast_cancer, tmp_path, e
     job["metrics"] = chief / "metrics"
     check_reported_auc_is_the_exported_models(job, pd.concat(shards), "target", patience)
     assert f"{sum(len(s) for s in shards)} eval rows (on every replica)" in logs["worker"]
+
+
+@pytest.mark.slow
+def test_a_worker_whose_chief_stopped_answering_exits_within_the_grace_period(tmp_path):
+    """The chief's VM gone without a TCP reset (here: the chief frozen by SIGSTOP mid-training):
+    the worker's next collective call times out, so it exits, non-zero, within Compute Engine's
+    30 s grace instead of waiting on for minutes; Vertex then reruns it (without
+    restart_job_on_worker_restart) or the whole job (with it)."""
+    args = [
+        "--train-data=synthetic:1000",
+        "--eval-data=synthetic:200",
+        "--num-boost-round=400",
+        "--checkpoint-rounds=5",
+        *FAST,
+    ]
+    # 0.1 s rounds: the job would take 40 s, it is frozen after its first checkpoint.
+    processes = start_two_replicas(tmp_path, args, VERTEX_TRAINER_DRILL_STEP_SECONDS="0.1")
+    chief, worker = processes["chief"], processes["worker"]
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not checkpoints.marked_complete(str(tmp_path / "chief" / "checkpoints")):
+            assert chief.poll() is None and worker.poll() is None, (
+                tmp_path / "chief.log"
+            ).read_text()
+            assert time.monotonic() < deadline, "no checkpoint in time"
+            time.sleep(0.05)
+        os.killpg(chief.pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        try:
+            worker.wait(timeout=distributed.COLLECTIVE_TIMEOUT_S + 40)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the worker outlived its frozen chief by more than a minute")
+        seconds = time.monotonic() - frozen
+    finally:
+        kill(worker)
+        kill(chief)
+    log = (tmp_path / "worker.log").read_text()
+    print(f"worker exited {worker.returncode} {seconds:.1f} s after its chief froze")
+    assert worker.returncode not in (0, None), log[-3000:]
+    assert seconds < 30, log[-3000:]

@@ -75,6 +75,7 @@ def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
     out = tmp_path / "out"
     job = kill_and_resume(out, ARGS, replicas=2, restart_job=True, signal="TERM")
     print(f"xgboost REPLICAS=2 SIGTERM drill: {job.seconds:.1f} s")
+    assert seconds_to_exit(job)[0] == 143
     # Both replicas stopped after the same round; the chief saved it and both exited 143.
     saved = [re.search(r"notice: saved checkpoint-(\d+)", x) for x in job.lines(attempt=1)]
     rounds = int(next(match for match in saved if match).group(1))
@@ -87,3 +88,86 @@ def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
     assert reference.returncode == 0, reference.tail()
     trees = [load_model(folder / "model")[0].get_dump() for folder in (out, tmp_path / "whole")]
     assert len(trees[0]) == ROUNDS and trees[0] == trees[1]
+
+
+# --- issue 25: a Spot preemption costs at most one round, at real round times ---------------
+
+STEP_ENV = "VERTEX_TRAINER_DRILL_STEP_SECONDS"  # trainer.preemption: drills' seconds per round
+GRACE_S = 30  # Compute Engine's: SIGKILL this long after the SIGTERM
+
+
+def seconds_to_exit(job, replica: str = "workerpool0-0") -> tuple[int, float]:
+    """The drill's SIGTERM-to-exit of ``replica``: (exit code, seconds), printed."""
+    found = re.search(rf"kill drill: {replica} exited (-?\d+) ([\d.]+)s after SIGTERM", job.output)
+    assert found, job.tail()
+    code, seconds = int(found.group(1)), float(found.group(2))
+    print(f"SIGTERM to exit of {replica}: {seconds:.1f} s (exit {code}, grace {GRACE_S} s)")
+    assert seconds < GRACE_S, job.tail()
+    return code, seconds
+
+
+def rounds_logged(lines: list[str]) -> list[int]:
+    """The rounds a replica's MetricReporter logged (``--report-rounds=1``: every round)."""
+    return [int(m.group(1)) for m in (re.search(r"round (\d+)/\d+: eval", x) for x in lines) if m]
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_notice_at_5s_rounds_exits_after_the_round_in_progress_and_loses_none(
+    tmp_path, kill_and_resume, replicas
+):
+    """Rounds of 5 s: SIGTERM (after the first round's checkpoint) is acted on at the end of the
+    round in progress, that round is saved, the rerun trains exactly the rounds after it."""
+    step, rounds = 5.0, 3
+    args = [
+        "--train-data=synthetic:1000",
+        "--eval-data=synthetic:200",
+        f"--num-boost-round={rounds}",
+        "--checkpoint-rounds=1",
+        "--report-rounds=1",
+        *FAST,
+    ]
+    job = kill_and_resume(
+        tmp_path / "out",
+        args,
+        replicas=replicas,
+        restart_job=True,
+        signal="TERM",
+        env={STEP_ENV: str(step)},
+    )
+    print(f"xgboost REPLICAS={replicas} SIGTERM drill at {step:g} s rounds: {job.seconds:.1f} s")
+    code, seconds = seconds_to_exit(job)
+    assert code == 143
+    assert seconds <= step + 10, "more than one round (+10 s of a loaded machine) to act"
+    first = job.lines(attempt=1)
+    saved = int(
+        next(
+            m for m in (re.search(r"notice: saved checkpoint-(\d+)", x) for x in first) if m
+        ).group(1)
+    )
+    # Not a round lost: the last round trained is the one saved; the rerun starts after it.
+    assert max(rounds_logged(first)) == saved < rounds
+    rerun = job.lines(attempt=2)
+    assert any(f"Boosting rounds {saved + 1}..{rounds} of {rounds}" in x for x in rerun), rerun
+    assert rounds_logged(rerun) == list(range(saved + 1, rounds + 1))
+    assert final_rounds(job.output_dir) == (rounds, rounds)
+
+
+def test_notice_after_the_last_round_finishes_the_export_and_exits_0(tmp_path, local_job):
+    """SIGTERM during the final evaluation (3 s here): evaluation and export fit in the grace
+    period, so the replica exports and exits 0; the job is not rerun, nothing retrained."""
+    rounds = 3
+    args = [
+        "--train-data=synthetic:1000",
+        "--eval-data=synthetic:200",
+        f"--num-boost-round={rounds}",
+        "--checkpoint-rounds=0",  # the final checkpoint is the first: the drill fires after it
+        *FAST,
+    ]
+    drill = ["--kill-after=checkpoint", "--kill-signal=TERM", f"--kill-grace={GRACE_S}"]
+    job = local_job(tmp_path / "out", args, runner_args=drill, env={STEP_ENV: "3"})
+    print(f"xgboost SIGTERM after the last round: {job.seconds:.1f} s")
+    assert job.returncode == 0, job.tail()
+    assert "kill drill: SIGTERM to workerpool0-0 after checkpoint-3 was saved" in job.output
+    code, _ = seconds_to_exit(job)
+    assert code == 0 and job.attempts() == 1
+    assert final_rounds(job.output_dir) == (rounds, rounds)

@@ -231,3 +231,61 @@ def test_early_stopping_after_a_crash_stops_where_an_uninterrupted_run_does(tmp_
         final = checkpoints.latest_complete(str(job / "checkpoints"))
         assert final.step == stop, crash_at  # stopped after the same round
         np.testing.assert_array_equal(resumed.predict(rows), reference.predict(rows))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("during", ["evaluation", "checkpoint write"])
+def test_notice_during_an_evaluation_or_a_checkpoint_write_saves_that_round(
+    tmp_path, monkeypatch, during
+):
+    """Two SIGTERMs while round 10 is evaluated (its metric report) or its checkpoint written:
+    that round is saved complete, the run exits 143, and the rerun ends with the trees of an
+    uninterrupted run: not a round lost, the second signal changes nothing."""
+    import signal
+
+    from trainer import model, preemption, resume, task
+
+    for name in list(os.environ):
+        if is_vertex_variable(name):
+            monkeypatch.delenv(name)
+    common = [
+        "--train-data=synthetic:600",
+        "--eval-data=synthetic:200",
+        "--num-boost-round=20",
+        "--report-rounds=5",
+        "--checkpoint-rounds=5",
+        "--subsample=0.7",
+        *FAST,
+    ]
+    whole = tmp_path / "whole"
+    assert task.main([*common, f"--job-dir={whole}"]) == 0
+
+    sent = []
+
+    def notice_during(function):
+        def wrapped(*args, **kwargs):
+            booster = args[0]
+            if booster.num_boosted_rounds() == 10 and not sent:
+                for _ in range(2):  # a second SIGTERM, as torchrun's agent would forward
+                    os.kill(os.getpid(), signal.SIGTERM)
+                sent.append(time.monotonic())
+            return function(*args, **kwargs)
+
+        return wrapped
+
+    if during == "evaluation":
+        monkeypatch.setattr(model, "evaluate", notice_during(model.evaluate))
+    else:
+        monkeypatch.setattr(resume, "save_checkpoint", notice_during(resume.save_checkpoint))
+    job = tmp_path / "job"
+    assert task.main([*common, f"--job-dir={job}"]) == preemption.EXIT_CODE
+    print(f"SIGTERM during the {during} of round 10 to exit: {time.monotonic() - sent[0]:.2f} s")
+    assert checkpoints.latest_complete(str(job / "checkpoints")).step == 10
+    assert not (job / "model").exists()
+    monkeypatch.undo()
+    for name in list(os.environ):
+        if is_vertex_variable(name):
+            monkeypatch.delenv(name)
+    assert task.main([*common, f"--job-dir={job}"]) == 0
+    resumed, reference = load_model(job / "model")[0], load_model(whole / "model")[0]
+    assert resumed.get_dump(with_stats=True) == reference.get_dump(with_stats=True)

@@ -28,6 +28,13 @@ BOOTSTRAP_TIMEOUT_S = 30 * 60
 TRACKER_RETRIES = 24
 # How long a restarted chief waits for its tracker port to be released.
 PORT_WAIT_S = 3 * 60
+# Once the group is up, a collective call (a round's histograms, the notice's all-reduce) fails
+# after this long without its peers: a worker whose chief is gone (VM stopped, no TCP reset)
+# then exits, non-zero, within Compute Engine's 30 s grace instead of waiting for XGBoost's
+# default of minutes. So no replica may work alone longer than this between two collective calls
+# (the data are read before the group starts; the chief's restore and checkpoint writes are
+# seconds).
+COLLECTIVE_TIMEOUT_S = 20
 # Trackers of a group left on a preemption notice: kept until the process ends (trainer.task).
 _LEFT_ON_NOTICE = []
 
@@ -83,6 +90,7 @@ def group(cluster: runtime.Cluster) -> Iterator[Group]:
         dmlc_tracker_port=port,
         dmlc_task_id=f"{rank:06d}",
         dmlc_retry=TRACKER_RETRIES,
+        dmlc_timeout=COLLECTIVE_TIMEOUT_S,
     )
     joined = Group(collective.get_rank(), collective.get_world_size())
     if (joined.rank, joined.world) != (rank, world):

@@ -5,14 +5,33 @@ own collective, so all of them stop after the same round even when one VM got th
 chief then saves that round's checkpoint (marker last) and every replica ends with
 ``Preempted``: ``trainer.task`` exits non-zero and Vertex reruns the job from that checkpoint.
 One 4-byte all-reduce per round, next to the histograms of the round; none on one replica.
+
+The bound: a notice is acted on at the end of the round in progress, so SIGTERM to exit takes
+at most one round, the checkpoint write and its publish. :class:`ExitBeforeTheVMStops` holds
+the rest: whatever still runs ``GRACE_SECONDS - EXIT_MARGIN_SECONDS`` after SIGTERM (the
+export after the last round, a slow publish, a collective call whose peer is gone) could not
+finish before the VM stops, so the process ends itself then with exit 143, keeping every
+checkpoint that is complete.
 """
 
 from __future__ import annotations
+
+import logging
+import threading
 
 import numpy as np
 from xgboost.callback import TrainingCallback
 
 from trainer import preemption
+
+logger = logging.getLogger(__name__)
+
+# Compute Engine stops a preempted (Spot) VM about 30 s after its SIGTERM ...
+GRACE_SECONDS = 30.0
+# ... so a replica still running this long before that ends itself: its exit, not a SIGKILL.
+EXIT_MARGIN_SECONDS = 5.0
+# How often the watchdog looks for a notice: the signal handler only records it.
+WATCH_SECONDS = 0.2
 
 
 class StopOnNotice(TrainingCallback):
@@ -23,6 +42,10 @@ class StopOnNotice(TrainingCallback):
         self.notice = notice
         self.checkpointer = checkpointer
         self.distributed = distributed
+
+    def before_iteration(self, model, epoch, evals_log) -> bool:
+        preemption.drill_step_pause()  # drills only: the round's work at a real round time
+        return False
 
     def after_iteration(self, model, epoch, evals_log) -> bool:
         flag = int(self.notice.received)
@@ -42,3 +65,50 @@ def stopped_early(notice: preemption.Notice, booster, num_boost_round: int) -> N
     rounds = booster.num_boosted_rounds()
     if notice.stopping and rounds < num_boost_round:
         raise notice.preempted(f"checkpoint-{rounds}")
+
+
+class ExitBeforeTheVMStops:
+    """While in its ``with`` block: once SIGTERM came, end the process (exit 143) if it still
+    runs ``grace - margin`` seconds later.
+
+    Nothing is lost by it: checkpoints are complete or ignored (marker last), and the final
+    checkpoint is complete before the evaluation and export that follow the last round, so a
+    rerun of a job that ended here only exports. ``exit`` is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        notice: preemption.Notice,
+        grace: float = GRACE_SECONDS,
+        margin: float = EXIT_MARGIN_SECONDS,
+        exit=preemption.exit_now,
+    ):
+        self.notice = notice
+        self.limit = max(0.0, grace - margin)
+        self.exit = exit
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=self._watch, name="exit-before-vm-stops", daemon=True
+        )
+
+    def __enter__(self) -> ExitBeforeTheVMStops:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self.notice.received:
+            if self._done.wait(WATCH_SECONDS):
+                return
+        if self._done.wait(max(0.0, self.limit - self.notice.seconds_since())):
+            return
+        logger.warning(
+            "Still running %.1f s after SIGTERM, shortly before the VM stops: exiting now "
+            "(exit %d); a rerun resumes from the newest complete checkpoint",
+            self.notice.seconds_since(),
+            preemption.EXIT_CODE,
+        )
+        self.exit(preemption.EXIT_CODE)

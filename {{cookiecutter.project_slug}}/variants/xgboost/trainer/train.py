@@ -18,7 +18,7 @@ import xgboost as xgb
 from trainer import cli, data, distributed, model, objectives, preemption, resume, tracking
 from trainer import schema as schemas
 from trainer.context import RunContext
-from trainer.preemption_hook import StopOnNotice, stopped_early
+from trainer.preemption_hook import ExitBeforeTheVMStops, StopOnNotice, stopped_early
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +26,13 @@ EVAL_NAME = "eval"
 
 
 def run(args: argparse.Namespace, ctx: RunContext) -> int:
+    notice = preemption.Notice().install()  # SIGTERM: save at the next round, then exit
+    with ExitBeforeTheVMStops(notice):  # ... and never outlive the VM
+        return train_and_export(args, ctx, notice)
+
+
+def train_and_export(args: argparse.Namespace, ctx: RunContext, notice: preemption.Notice) -> int:
+    """The run: data, the collective, resume, boosting, the final evaluation and the export."""
     objective = objectives.objective(args.objective)
     metric_names = objectives.metrics(args.eval_metric, objective.kind)
     tag = metric_names[-1]  # the HPT metric id; vertex.yaml's hpt.metric.id must equal it
@@ -46,9 +53,10 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         "seed": args.seed,
         "project": args.project,
     }
-    notice = preemption.Notice().install()  # SIGTERM: save at the next round, then exit
     started = time.monotonic()
-    train_frame = data.read(args.train_data, "train", **read)
+    # Without --eval-data, rows chosen by --seed from all of --train-data are held out.
+    hold_out = 0.0 if args.eval_data else args.eval_fraction
+    train_frame, held_out = data.read_rows(args.train_data, "train", **read, hold_out=hold_out)
     # Every replica reads all eval rows: see evaluation_rows.
     eval_frame = (
         data.read(args.eval_data, "eval", **{**read, "shard": data.Shard()})
@@ -62,9 +70,8 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
             train_frame, args.label_column, objective.kind, args.train_data, group.allgather
         )
         if eval_frame is None:
-            train_frame, eval_frame = data.split_off_eval(
-                train_frame, args.eval_fraction, args.seed
-            )
+            # The schema above saw the held-out rows too: their classes and categories count.
+            train_frame, eval_frame = data.split_held_out(train_frame, held_out)
             eval_frame = evaluation_rows(eval_frame, group)
             eval_source = f"{args.train_data} (held-out rows)"
         else:
@@ -123,6 +130,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
             exported = booster[: stopping[0] + 1]
         # The study's last measurement is the exported model's metric. It is reported at the
         # last round trained, the highest step, so that it also comes last by step.
+        preemption.drill_step_pause()  # drills only: the evaluation of a real model takes time
         value = model.evaluate(model.configure(exported, params), deval, EVAL_NAME, tag)
         reporter.report(value, booster.num_boosted_rounds())
         logger.info(
