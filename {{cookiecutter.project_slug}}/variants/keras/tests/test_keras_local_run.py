@@ -79,6 +79,13 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path, kill_a
     )
     print(f"keras REPLICAS=2 kill drill: {job.seconds:.1f} s")
     assert "kill drill: SIGKILL to workerpool0-0 after checkpoint-" in job.output
+    # No replica outlives its job: the worker, in a collective with a chief that is gone,
+    # exits within the 30 s grace (the runner restarts only the chief here).
+    worker = re.search(
+        r"kill drill: workerpool1-0 exited \S+ ([\d.]+)s after the SIGKILL", job.output
+    )
+    assert worker and float(worker.group(1)) < 30, job.tail()
+    print(f"keras chief SIGKILLed: the worker exited {worker.group(1)} s later")
 
     # The rerun chief resumed from a complete checkpoint, not from scratch ...
     pattern = re.compile(r"Resumed from \S+/checkpoint-(\d+) \(step \d+, (\d+) epochs done")

@@ -178,46 +178,84 @@ def test_notice_in_a_5s_step_is_acted_on_at_its_end_twice_sent_and_loses_no_step
     assert final_step(job.output_dir) == epochs * steps
 
 
-@pytest.mark.parametrize("restart_job", [False, True], ids=["restart-replica", "restart-job"])
-def test_notice_during_evaluation_saves_the_epoch_and_the_chiefless_worker_exits(
-    tmp_path, local_job, hooks_env, restart_job
+def test_notice_during_a_long_evaluation_stops_it_and_saves_the_next_agreed_step(
+    tmp_path, local_job, hooks_env
 ):
-    # The chief evaluates epoch 1 for 10 s (after saving it) when SIGTERM comes: it stops the
-    # evaluation and exits; the worker, waiting for it in step 3's collective, exits too.
+    # SIGTERM to the chief while it evaluates epoch 1 for 20 s (its checkpoint saved first): the
+    # evaluation stops, both tasks save the next step they agree on, and exit.
     epochs, steps = 2, 2
     job = notice_drill(
         local_job,
         tmp_path / "out",
         args(epochs, steps),
-        hooks_env(DRILL_EVAL_SECONDS=10, DRILL_ONCE_FILE=tmp_path / "once"),
-        restart_job=restart_job,
+        hooks_env(DRILL_EVAL_SECONDS=20, DRILL_ONCE_FILE=tmp_path / "once"),
     )
-    assert job.attempts(CHIEF) == 2, job.tail()
     chief, worker = exit_seconds(job, CHIEF), exited_after_drill(job, WORKER)
     print(f"keras notice during evaluation: chief exit {chief:.1f} s, worker exit {worker:.1f} s")
     assert "Preemption notice during the evaluation of epoch 1: evaluation stopped" in job.output
+    # Both saved the same step after epoch 1's (the next agreement: within about a second of
+    # training), and the rerun resumed from it on both: no step lost.
+    saved = notice_steps(job)
+    assert set(saved) == {CHIEF, WORKER} and len(set(saved.values())) == 1, job.tail()
+    assert steps < saved[CHIEF] <= epochs * steps
     assert chief < 10 and worker < GRACE, job.tail()
-    assert resumed_step(job) == steps and resumed_step(job, WORKER) == steps  # none lost
+    assert resumed_step(job) == resumed_step(job, WORKER) == saved[CHIEF]
     assert final_step(job.output_dir) == epochs * steps
+
+
+def test_a_worker_whose_chief_is_killed_exits_within_the_grace_with_restart_job(
+    tmp_path, kill_and_resume
+):
+    # restart_job_on_worker_restart: the runner SIGTERMs the worker when the chief dies; the
+    # worker, in a collective with a chief that is gone, exits within the grace.
+    # (Without it, test_keras_local_run.py's kill drill holds the same bound.)
+    job = kill_and_resume(tmp_path / "out", args(3, 20), after="checkpoint", restart_job=True)
+    worker = exited_after_drill(job, WORKER)
+    print(f"keras chief SIGKILLed, restart_job: the worker exited {worker:.1f} s later")
+    assert worker < GRACE, job.tail()
+    assert resumed_step(job) == resumed_step(job, WORKER) == 20
 
 
 def test_notice_after_the_last_step_evaluates_exports_and_exits_0_within_the_grace(
     tmp_path, local_job, hooks_env
 ):
-    # SIGTERM once the final checkpoint is saved, during the last (5 s) evaluation: it is not cut
+    # SIGTERM once the final checkpoint is saved, during the last (2 s) evaluation: it is not cut
     # short, the export follows, and the job ends at once, with no rerun.
     epochs, steps = 1, 2
     job = notice_drill(
         local_job,
         tmp_path / "out",
         args(epochs, steps),
-        hooks_env(DRILL_EVAL_SECONDS=5, DRILL_ONCE_FILE=tmp_path / "once"),
+        hooks_env(DRILL_EVAL_SECONDS=2, DRILL_ONCE_FILE=tmp_path / "once"),
     )
     seconds = exit_seconds(job, CHIEF)
     print(f"keras notice after the last step: evaluated, exported, exit 0 in {seconds:.1f} s")
     assert f"kill drill: {CHIEF} exited 0 " in job.output
     assert "Preemption notice after the last step" in job.output
     assert seconds < GRACE and job.attempts(CHIEF) == 1
+    assert (job.output_dir / "model" / "saved_model.pb").is_file()
+    assert final_step(job.output_dir) == epochs * steps
+
+
+def test_notice_after_the_last_step_too_long_to_export_exits_143_and_the_rerun_only_exports(
+    tmp_path, local_job, hooks_env
+):
+    # The last evaluation takes 40 s: longer than the grace. 25 s after SIGTERM the watchdog
+    # ends the chief (143) with the final checkpoint complete; the rerun trains no step.
+    epochs, steps = 1, 2
+    job = notice_drill(
+        local_job,
+        tmp_path / "out",
+        args(epochs, steps),
+        hooks_env(DRILL_EVAL_SECONDS=40, DRILL_ONCE_FILE=tmp_path / "once"),
+    )
+    seconds = exit_seconds(job, CHIEF)
+    print(f"keras notice after the last step, evaluation too long: exit 143 in {seconds:.1f} s")
+    assert f"kill drill: {CHIEF} exited 143 " in job.output, job.tail()
+    assert "Still running 25 s after SIGTERM" in job.output
+    assert seconds < GRACE and job.attempts(CHIEF) == 2
+    assert resumed_step(job) == epochs * steps
+    assert "All 1 epochs are done: evaluating and exporting only" in job.output
     assert (job.output_dir / "model" / "saved_model.pb").is_file()
     assert final_step(job.output_dir) == epochs * steps
 

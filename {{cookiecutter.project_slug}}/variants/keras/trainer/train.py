@@ -50,9 +50,10 @@ class Evaluate(keras.callbacks.Callback):
 
 
     A preemption notice during an evaluation other than the last one stops it between two
-    batches and calls ``on_notice`` (the epoch's checkpoint, saved before the evaluation, is
-    published, then the replica exits): its result could not be used anyway. The last epoch's
-    evaluation goes on: the export needs it, and the final checkpoint is already complete.
+    batches (the epoch's checkpoint is saved before it): training goes on to the next step the
+    tasks agree on the notice, saves it and exits, within the grace however long the evaluation.
+    The last epoch's evaluation goes on: the export needs it, and the final checkpoint is
+    already complete.
     """
 
     def __init__(
@@ -62,7 +63,6 @@ class Evaluate(keras.callbacks.Callback):
         enabled: bool,
         epochs: int,
         notice=None,
-        on_notice=None,
         tracker: tracking.Tracker | None = None,
     ):
         super().__init__()
@@ -71,7 +71,6 @@ class Evaluate(keras.callbacks.Callback):
         self.enabled = enabled
         self.epochs = epochs
         self.notice = notice
-        self.on_notice = on_notice
         self.tracker = tracker or tracking.NoTracker()
         self.results: dict = {}  # the last evaluation's
 
@@ -84,10 +83,10 @@ class Evaluate(keras.callbacks.Callback):
         if results is None:
             logger.warning(
                 "Preemption notice during the evaluation of epoch %d: evaluation stopped "
-                "(the epoch's checkpoint is saved)",
+                "(the epoch's checkpoint is saved; the next agreed step is saved too)",
                 epoch + 1,
             )
-            self.on_notice()
+            return
         if logs is not None:
             logs.update({f"val_{name}": value for name, value in results.items()})
         logger.info(
@@ -187,7 +186,6 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         enabled=cluster.is_chief,
         epochs=args.epochs,
         notice=notice,
-        on_notice=checkpointing.stop_now,
         tracker=tracker,
     )
     # The epoch's checkpoint is saved before its evaluation (a notice during a long evaluation
