@@ -48,7 +48,6 @@ class Evaluate(keras.callbacks.Callback):
     at its first step. Keras's own validation would split the eval set into equal per-worker
     batches, which needs padding, repeated images or empty batches.
 
-
     A preemption notice during an evaluation other than the last one stops it between two
     batches (the epoch's checkpoint is saved before it): training goes on to the next step the
     tasks agree on the notice, saves it and exits, within the grace however long the evaluation.
