@@ -65,6 +65,14 @@ class Publisher:
             failure, self._failure = self._failure, None
             raise PublishError(str(failure)) from failure
 
+    def finish_within(self, seconds: float) -> bool:
+        """From any thread: wait up to ``seconds`` for the publish in flight; True if none is."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=max(0.0, seconds))
+            return not thread.is_alive()
+        return True
+
     def close(self) -> None:
         """``wait`` for the last checkpoint, then say how long training waited for publishing."""
         during = self.waited_seconds
@@ -83,13 +91,18 @@ class Publisher:
         self._thread = None
         self.waited_seconds += time.monotonic() - started
 
+    def publish_once(self, source: str, step: int, metadata: Mapping) -> None:
+        """One attempt: copy ``source`` as ``checkpoint-<step>``, marker last, then prune.
+        A framework whose tasks each write a part of one step overrides it (Keras)."""
+        checkpoints.publish(source, self.root, step, metadata)
+        checkpoints.prune(self.root, keep=self.keep)
+
     def _publish(self, source: str, step: int, metadata: dict, owned: bool) -> None:
         started = time.monotonic()
         try:
             for attempt in range(1, self.attempts + 1):
                 try:
-                    checkpoints.publish(source, self.root, step, metadata)
-                    checkpoints.prune(self.root, keep=self.keep)
+                    self.publish_once(source, step, metadata)
                     logger.info(
                         "Checkpoint %d published in %.1f s (in the background)",
                         step,

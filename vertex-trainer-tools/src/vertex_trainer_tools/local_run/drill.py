@@ -64,6 +64,7 @@ class Drill:
         self._known: set[str] = set()
         self._saved: set[str] = set()
         self._started = 0.0
+        self._others: dict[str, object] = {}  # the other replicas' attempts when it fired
 
     def complete_checkpoints(self) -> set[str]:
         if not self.checkpoint_dir:
@@ -92,9 +93,12 @@ class Drill:
         return f"after {self.after_seconds:g}s"
 
     def poll(self, replicas, reap: Callable) -> None:
-        """Fire when due; after a SIGTERM, report the new checkpoint and SIGKILL after grace."""
+        """Fire when due; after a SIGTERM, report the new checkpoint and SIGKILL after grace;
+        once fired, report when each other replica's attempt of that moment exits."""
         if self.term_at is not None:
             self._follow(next(r for r in replicas if r.name == self.replica), reap)
+        if self._others:
+            self._follow_others(replicas, reap)
         if self.done:
             return
         why = self._due()
@@ -107,6 +111,7 @@ class Drill:
             return
         self.fired = True
         self.fired_at = self.clock()
+        self._others = {r.name: r.handle for r in replicas if r is not replica}
         replica.drill_killed = True
         if self.signal_name == "TERM":
             self.say(
@@ -125,6 +130,25 @@ class Drill:
         """At the job's end: report what followed a SIGTERM still being watched."""
         if self.term_at is not None:
             self._follow(next(r for r in replicas if r.name == self.replica), reap)
+        if self._others:
+            self._follow_others(replicas, reap)
+
+    def _follow_others(self, replicas, reap: Callable) -> None:
+        """No replica outlives its job: how long each other replica ran on after the drill."""
+        for replica in replicas:
+            handle = self._others.get(replica.name)
+            if handle is None:
+                continue
+            if replica.handle is handle:
+                reap(replica)
+            code = handle.poll()
+            if code is None:
+                continue
+            del self._others[replica.name]
+            self.say(
+                f"kill drill: {replica.name} exited {code} {self.clock() - self.fired_at:.1f}s "
+                f"after the SIG{self.signal_name} to {self.replica}"
+            )
 
     def _follow(self, replica, reap: Callable) -> None:
         """The grace period after the SIGTERM: new complete checkpoints, the exit, the SIGKILL."""

@@ -156,9 +156,11 @@ def _run_job(tmp_path, name: str, replicas: int, argv: list[str], stop: int | No
     return logs
 
 
-def _final_weights(root) -> dict[str, np.ndarray]:
-    """The model's variables in the newest checkpoint under ``root``."""
-    prefix = os.path.join(checkpoints.latest_complete(str(root)).path, resume.FILE_PREFIX)
+def _final_weights(root, part: str = "") -> dict[str, np.ndarray]:
+    """The model's variables in the newest checkpoint under ``root`` (a task's ``part`` of it
+    when the job had several tasks)."""
+    latest = checkpoints.latest_complete(str(root))
+    prefix = os.path.join(latest.path, part, resume.FILE_PREFIX)
     reader = tf.train.load_checkpoint(prefix)
     names = [name for name, _ in tf.train.list_variables(prefix)]
     return {name: reader.get_tensor(name) for name in names if name.startswith("model/")}
@@ -190,9 +192,9 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(tmp_path, repl
     _run_job(tmp_path, "stopped", replicas, [*argv, f"--job-dir={job}"], stop=stop)
     logs = _run_job(tmp_path, "resumed", replicas, [*argv, f"--job-dir={job}"])
 
-    root = "chief-0" if replicas > 1 else ""
-    expected = _final_weights(whole / "checkpoints" / root)
-    weights = _final_weights(job / "checkpoints" / root)
+    part = "chief-0" if replicas > 1 else ""
+    expected = _final_weights(whole / "checkpoints", part)
+    weights = _final_weights(job / "checkpoints", part)
     assert weights.keys() == expected.keys() and weights
     largest = max(float(np.abs(weights[k] - expected[k]).max()) for k in weights)
     assert largest == 0.0, f"max |dW| {largest:.3g}"

@@ -91,20 +91,21 @@ def test_chief_and_worker(tmp_path):
     assert scratch.startswith(str(tmp_path / "tmp-worker"))
     assert list((tmp_path / "tmp-worker").iterdir()) == []
 
-    # One checkpoint folder per task, saved at the same steps: the timed saves the tasks agree
-    # on every 10 steps (10, 20) and the epoch ends (12, 24); the newest two are kept.
-    roots = [job / "checkpoints" / "chief-0", job / "checkpoints" / "worker-0"]
-    assert complete_steps(roots[0]) == complete_steps(roots[1]) == [20, 2 * STEPS]
+    # One folder per step with a part per task, saved at the same steps: the timed saves the
+    # tasks agree on every 10 steps (10, 20) and the epoch ends (12, 24); the newest two are kept.
+    root = job / "checkpoints"
+    assert complete_steps(root) == [20, 2 * STEPS]
+    for part in ("chief-0", "worker-0"):
+        assert (root / f"checkpoint-{2 * STEPS}" / part / checkpoints.MARKER).is_file()
 
     # As if the job died right after the timed save at step 20 (8 steps into epoch 2): a rerun
     # of both tasks with one more epoch resumes there on both and finishes epoch 2 first.
-    for root in roots:
-        (root / f"checkpoint-{2 * STEPS}" / checkpoints.MARKER).unlink()
+    (root / f"checkpoint-{2 * STEPS}" / checkpoints.MARKER).unlink()
     logs = run_pair(tmp_path, [*argv, "--epochs=3", "--checkpoint-minutes=0"], "second")
     for task in ("chief", "worker"):
         assert "(step 20, 1 epochs done) and 8 steps of epoch 2" in logs[task]
     assert reported_epochs(tmp_path / "chief.metrics") == [2, 3]
-    assert complete_steps(roots[0])[-1] == complete_steps(roots[1])[-1] == 3 * STEPS
+    assert complete_steps(root)[-1] == 3 * STEPS
 
 
 # The trainer with the test's TFDS builder registered first (as a user's own builder module).

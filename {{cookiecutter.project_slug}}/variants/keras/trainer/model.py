@@ -111,9 +111,14 @@ def evaluator(model: keras.Model) -> Callable[[tf.data.Dataset], dict[str, float
         correct = tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.int64))
         return tf.reduce_sum(tf.cast(losses, tf.float64)), correct, tf.size(labels, tf.int64)
 
-    def evaluate(dataset: tf.data.Dataset) -> dict[str, float]:
+    def evaluate(
+        dataset: tf.data.Dataset, stop: Callable[[], bool] | None = None
+    ) -> dict[str, float] | None:
+        """None when ``stop()`` turned true between two batches (a preemption notice)."""
         loss, correct, count = 0.0, 0, 0
         for images, labels in dataset:
+            if stop is not None and stop():
+                return None
             batch_loss, batch_correct, batch_count = sums(images, labels)
             loss += float(batch_loss)
             correct += int(batch_correct)

@@ -1,9 +1,13 @@
 """Keras training state (weights, optimizer, epoch) saved with the complete-marker protocol.
 
 Every task saves and restores at the same moments because, under MultiWorkerMirroredStrategy,
-reading batch-norm statistics for a checkpoint is a collective operation. Each task has its
-own checkpoint folder (``<checkpoint_dir>/<task>-<index>`` when distributed): workers never write
-the same files, and on restart all tasks agree on the newest step every one of them completed.
+reading batch-norm statistics for a checkpoint is a collective operation. A step's checkpoint is
+one folder, ``<checkpoint_dir>/checkpoint-<step>/``; when distributed each task writes its own
+part of it, ``checkpoint-<step>/<task>-<index>/`` (its files, then its own ``COMPLETE`` marker),
+and the chief writes the step's ``COMPLETE`` marker once every task's part is complete. So a step
+counts as saved only when every task can resume from it: a kill between two tasks' publishes
+leaves the step without its marker, and the rerun resumes from the step before, on every task.
+No folder is renamed and every file has one writer (the ``/gcs/`` mount's constraints).
 """
 
 from __future__ import annotations
@@ -12,19 +16,34 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 
 import tensorflow as tf
 import tf_keras as keras
 
-from trainer import checkpoints, cli, publisher
+from trainer import checkpoints, cli, preemption, publisher, runtime
 
 logger = logging.getLogger(__name__)
 
 FILE_PREFIX = "ckpt"  # TensorFlow writes ckpt.index and ckpt.data-*
-# Under MultiWorkerMirroredStrategy the workers agree on "a time-based save is due" with a tiny
-# collective; doing that on every batch would add a round trip per step.
+# Under MultiWorkerMirroredStrategy the tasks agree on "a time-based save is due" with a tiny
+# collective every AGREE_EVERY_BATCHES batches (the same steps in every attempt), and on "a task
+# got SIGTERM" about every NOTICE_SECONDS (every batch once a batch takes that long): a round
+# trip per fast step would cost more than it saves, a slow step is acted on at its end.
 AGREE_EVERY_BATCHES = 10
+NOTICE_SECONDS = 1.0
+# How long the chief waits for the other tasks' parts of a step before it leaves the step without
+# its marker: they save at the same batch and copy as much, so they publish at about the same
+# time; at least this long, or 3 times its own copy's time. A task gone meanwhile (its collectives
+# then fail on the others) is not waited for any longer.
+PARTS_WAIT_SECONDS = 30.0
+# After SIGTERM a replica exits by then whatever it is doing (a collective waiting on a replica
+# that is gone, an evaluation or export too long for the grace): Compute Engine stops the VM
+# about 30 s after the notice, and the newest complete checkpoint is what the rerun needs.
+EXIT_AFTER_NOTICE_SECONDS = 25.0
+GRACE_SECONDS = 30.0
 
 
 class Consensus:
@@ -33,13 +52,23 @@ class Consensus:
     def __init__(self, strategy: tf.distribute.Strategy, distributed: bool):
         self.strategy = strategy
         self.distributed = distributed
+        self._gather = None
 
     def gather(self, value: int) -> list[int]:
         """``value`` from every replica of every task (just ``[value]`` when not distributed)."""
         if not self.distributed:
             return [value]
-        per_replica = self.strategy.run(lambda: tf.constant([value], tf.int64))
-        return [int(v) for v in self.strategy.gather(per_replica, axis=0).numpy()]
+        if self._gather is None:
+            # Traced once: run eagerly, every call would build (and trace) the collective anew,
+            # a cost per step now that the notice is agreed on every slow step.
+            @tf.function
+            def gather(values):
+                per_replica = self.strategy.run(lambda: tf.identity(values))
+                return self.strategy.gather(per_replica, axis=0)
+
+            self._gather = gather
+        gathered = self._gather(tf.constant([value], tf.int64))
+        return [int(v) for v in gathered.numpy()]
 
     def any(self, flag: bool) -> bool:
         return any(self.gather(int(flag)))
@@ -56,20 +85,101 @@ class Position:
     steps_into_epoch: int = 0
 
 
-def _validate(path: str) -> None:
-    """Raises unless TensorFlow can read the checkpoint's index (catches truncated copies)."""
-    tf.train.load_checkpoint(os.path.join(path, FILE_PREFIX))
+class Tasks:
+    """This task's part of a step's checkpoint folder and every task's (one task: no parts)."""
+
+    def __init__(self, part: str = "", parts: tuple[str, ...] = (), is_chief: bool = True):
+        self.part = part  # e.g. "worker-0"; "" when the job has one task
+        self.parts = parts  # every task's, the chief's first
+        self.is_chief = is_chief
+
+    @classmethod
+    def of(cls, cluster) -> Tasks:
+        if not cluster.is_distributed:
+            return cls()
+        parts = tuple(
+            f"{runtime.POOL_TO_TF_TASK[pool]}-{index}"
+            for pool in runtime.TRAINING_POOLS
+            for index in range(len(cluster.pools.get(pool, [])))
+        )
+        return cls(f"{cluster.task_type}-{cluster.index}", parts, cluster.is_chief)
+
+
+class TaskPublisher(publisher.Publisher):
+    """Publishes this task's part of each step; the chief then marks the step complete.
+
+    A step's ``COMPLETE`` marker lists every task's files (the chief checks every part's marker
+    first), so ``checkpoints.problem`` vouches for the whole step. Only the chief prunes.
+    """
+
+    def __init__(self, root: str, tasks: Tasks, keep: int = 2):
+        super().__init__(root, keep=keep)
+        self.tasks = tasks
+
+    def publish_once(self, source: str, step: int, metadata) -> None:
+        folder = checkpoints.path_for(self.root, step)
+        part = os.path.join(folder, self.tasks.part)
+        os.makedirs(part, exist_ok=True)
+        # A rerun saving a step again: its old markers go first (the step's is the chief's).
+        stale = [os.path.join(part, checkpoints.MARKER)]
+        if self.tasks.is_chief:
+            stale.append(os.path.join(folder, checkpoints.MARKER))
+        for marker in stale:
+            if os.path.exists(marker):
+                os.remove(marker)
+        started = time.monotonic()
+        checkpoints.copy_files(source, part)
+        checkpoints.mark_complete(part, step, metadata)
+        patience = max(PARTS_WAIT_SECONDS, 3 * (time.monotonic() - started))
+        if not self.tasks.is_chief:
+            logger.info("Checkpoint %d: part %s saved to %s", step, self.tasks.part, part)
+            return
+        waiting = [os.path.join(folder, name, checkpoints.MARKER) for name in self.tasks.parts]
+        deadline = time.monotonic() + patience
+        while not all(os.path.exists(marker) for marker in waiting):
+            if time.monotonic() > deadline:
+                missing = [m for m in waiting if not os.path.exists(m)]
+                logger.warning(
+                    "Checkpoint %d stays incomplete: no part from %s after %g s",
+                    step,
+                    ", ".join(os.path.basename(os.path.dirname(m)) for m in missing),
+                    patience,
+                )
+                return
+            time.sleep(0.1)
+        checkpoints.mark_complete(folder, step, metadata)
+        logger.info("Checkpoint %d saved to %s (all %d tasks' parts)", step, folder, len(waiting))
+        checkpoints.prune(self.root, keep=self.keep)
 
 
 class TrainingState:
     """Save and restore ``model`` + optimizer under ``root``; epochs done go in the marker."""
 
-    def __init__(self, model: keras.Model, root: str, consensus: Consensus, keep: int = 2):
+    def __init__(
+        self,
+        model: keras.Model,
+        root: str,
+        consensus: Consensus,
+        keep: int = 2,
+        tasks: Tasks | None = None,
+    ):
         self.model = model
         self.root = root
         self.consensus = consensus
-        self.publisher = publisher.Publisher(root, keep=keep)
+        self.tasks = tasks or Tasks()
+        if self.tasks.part:
+            self.publisher = TaskPublisher(root, self.tasks, keep=keep)
+        else:
+            self.publisher = publisher.Publisher(root, keep=keep)
         self._checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+
+    def prefix(self, checkpoint_path: str) -> str:
+        """This task's TensorFlow checkpoint prefix in a step's folder."""
+        return os.path.join(checkpoint_path, self.tasks.part, FILE_PREFIX)
+
+    def _validate(self, path: str) -> None:
+        """Raises unless TensorFlow can read the checkpoint's index (catches truncated copies)."""
+        tf.train.load_checkpoint(self.prefix(path))
 
     @property
     def step(self) -> int:
@@ -98,13 +208,15 @@ class TrainingState:
 
     def restore(self) -> Position:
         """Restore the newest complete checkpoint all tasks have; return where it was taken."""
-        latest = checkpoints.latest_complete(self.root, validate=_validate)
+        latest = checkpoints.latest_complete(self.root, validate=self._validate)
         mine = latest.step if latest else 0
         agreed = self.consensus.minimum(mine)
         chosen = latest
         if agreed != mine:
             # The same validation as for the newest one: a marked but unreadable copy is skipped.
-            chosen = checkpoints.latest_complete(self.root, validate=_validate, max_step=agreed)
+            chosen = checkpoints.latest_complete(
+                self.root, validate=self._validate, max_step=agreed
+            )
             if chosen is not None and chosen.step != agreed:
                 chosen = None
         missing = agreed > 0 and chosen is None
@@ -121,9 +233,7 @@ class TrainingState:
             logger.info("No complete checkpoint in %s: starting from epoch 1", self.root)
             return Position()
         try:
-            self._checkpoint.read(
-                os.path.join(chosen.path, FILE_PREFIX)
-            ).assert_existing_objects_matched()
+            self._checkpoint.read(self.prefix(chosen.path)).assert_existing_objects_matched()
         except (AssertionError, ValueError, tf.errors.OpError) as error:
             raise cli.InputError(
                 f"checkpoint {chosen.path} does not fit this model (were --model, --image-size "
@@ -145,6 +255,8 @@ class TrainingState:
         return position
 
     def _discard_after(self, step: int) -> None:
+        if not self.tasks.is_chief:
+            return  # the chief's: one writer per folder
         for checkpoint in checkpoints.list_checkpoints(self.root):
             if checkpoint.step > step:
                 logger.info("Removing %s: newer than the resume point", checkpoint.path)
@@ -158,9 +270,16 @@ class CheckpointCallback(keras.callbacks.Callback):
     A mid-epoch checkpoint records how many steps of its epoch were done; after a restart only
     the remaining steps of that epoch run (on the batches the interrupted run would have
     trained next: ``passes.training_dataset``), then the next epochs.
-    ``steps_offset`` is that count while the rest of an interrupted epoch runs. Under
-    MultiWorkerMirroredStrategy the tasks agree every ``AGREE_EVERY_BATCHES`` batches on both
-    "a timed save is due" and "some task got SIGTERM", in one collective.
+    ``steps_offset`` is that count while the rest of an interrupted epoch runs.
+
+    Under MultiWorkerMirroredStrategy every task must join the same collectives, so the tasks
+    agree in one tiny all-gather: at every ``AGREE_EVERY_BATCHES``-th batch on "a timed save is
+    due" (the same steps whatever the step time, so resumed runs save where whole runs do), and
+    on "some task got SIGTERM" at the first batch of every attempt, then every ``every`` batches:
+    each agreement also gathers every task's time per batch, and all tasks derive the same
+    ``every`` from the slowest, so that agreements come about ``NOTICE_SECONDS`` apart (every
+    batch once a batch takes that long). A notice is thus acted on within
+    max(NOTICE_SECONDS, one step) of training, then the save.
     """
 
     def __init__(self, state: TrainingState, minutes: float, notice=None):
@@ -171,23 +290,27 @@ class CheckpointCallback(keras.callbacks.Callback):
         self._epoch = 0
         self._batches = 0
         self.steps_offset = 0
+        self.every = 1  # batches between notice agreements (distributed)
+        self._agreed_batches = 0
+        self._agreed_at = time.monotonic()
 
     def on_train_begin(self, logs=None):
         self.interval.reset()
+        self._agreed_at = time.monotonic()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
 
     def on_train_batch_end(self, batch, logs=None):
+        preemption.drill_step_pause()  # drills only: a step of real length
         self._batches += 1
         due = self.interval.seconds > 0 and self.interval.due()
         stop = self.notice is not None and self.notice.received
-        consensus = self.state.consensus
-        if consensus.distributed:
-            if self._batches % AGREE_EVERY_BATCHES:
+        if self.state.consensus.distributed:
+            timed = self._batches % AGREE_EVERY_BATCHES == 0
+            if not timed and self._batches % self.every:
                 return
-            flags = consensus.gather(int(due) | 2 * int(stop))  # bit 0: due, bit 1: SIGTERM
-            due, stop = any(f & 1 for f in flags), any(f & 2 for f in flags)
+            due, stop = self._agree(due and timed, stop)
         stop = self.notice is not None and self.notice.agreed(stop)
         if due or stop:
             self.state.save(self._epoch, steps_into_epoch=self.steps_offset + batch + 1)
@@ -196,8 +319,18 @@ class CheckpointCallback(keras.callbacks.Callback):
             # Out of fit at once, every task at this batch: nothing of Keras's epoch and train
             # ends (collectives, TensorBoard) stands between the published checkpoint and the
             # exit, which the VM's stop may cut short.
-            self.state.close()
-            raise self.notice.preempted(f"{checkpoints.PREFIX}{self.state.step}")
+            self.stop_now()
+
+    def _agree(self, due: bool, stop: bool) -> tuple[bool, bool]:
+        """One all-gather: any task's due and SIGTERM bits, and the next ``every``."""
+        now = time.monotonic()
+        batches = max(1, self._batches - self._agreed_batches)
+        per_batch_ms = int(1000 * (now - self._agreed_at) / batches)
+        flags = self.state.consensus.gather(per_batch_ms * 4 + int(due) + 2 * int(stop))
+        slowest_ms = max(1, max(flag >> 2 for flag in flags))
+        self.every = max(1, min(AGREE_EVERY_BATCHES, int(1000 * NOTICE_SECONDS) // slowest_ms))
+        self._agreed_batches, self._agreed_at = self._batches, time.monotonic()
+        return any(flag & 1 for flag in flags), any(flag & 2 for flag in flags)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.notice is not None and self.notice.stopping:
@@ -205,3 +338,38 @@ class CheckpointCallback(keras.callbacks.Callback):
         self.steps_offset = 0
         self.state.save(epoch + 1)
         self.interval.reset()
+
+    def stop_now(self):
+        """Publish the last checkpoint saved, then end training for a restart."""
+        if self.notice is not None:
+            self.notice.stopping = True
+        self.state.close()
+        raise self.notice.preempted(f"{checkpoints.PREFIX}{self.state.step}")
+
+
+def exit_if_notice_outlives(
+    notice, state: TrainingState, seconds: float = EXIT_AFTER_NOTICE_SECONDS
+):
+    """A watchdog: ``seconds`` after SIGTERM the process exits (EXIT_CODE) whatever it is doing.
+
+    What can hold a replica past its notice: a collective whose peer is gone (MultiWorkerMirrored
+    collectives have no timeout: the chief's evaluation legitimately keeps the others waiting),
+    or an evaluation and export longer than the grace. By then the checkpoint of the notice is
+    published, or being published (the watchdog gives it until Compute Engine's stop); a rerun
+    resumes from the newest complete one.
+    """
+
+    def watch():
+        while not notice.received:
+            time.sleep(0.2)
+        while notice.seconds_since() < seconds:
+            time.sleep(0.2)
+        logger.warning(
+            "Still running %.0f s after SIGTERM (a collective waiting on a replica that is gone, "
+            "or evaluation and export longer than the grace): exiting for a restart",
+            notice.seconds_since(),
+        )
+        state.publisher.finish_within(GRACE_SECONDS - 1 - notice.seconds_since())
+        preemption.exit_now()
+
+    threading.Thread(target=watch, name="notice-watchdog", daemon=True).start()

@@ -30,7 +30,6 @@ from trainer import (
     passes,
     preemption,
     resume,
-    runtime,
     tracking,
 )
 from trainer.context import RunContext
@@ -48,6 +47,12 @@ class Evaluate(keras.callbacks.Callback):
     Only the chief evaluates, on its own: other workers go on to the next epoch and wait for it
     at its first step. Keras's own validation would split the eval set into equal per-worker
     batches, which needs padding, repeated images or empty batches.
+
+    A preemption notice during an evaluation other than the last one stops it between two
+    batches (the epoch's checkpoint is saved before it): training goes on to the next step the
+    tasks agree on the notice, saves it and exits, within the grace however long the evaluation.
+    The last epoch's evaluation goes on: the export needs it, and the final checkpoint is
+    already complete.
     """
 
     def __init__(
@@ -55,13 +60,15 @@ class Evaluate(keras.callbacks.Callback):
         evaluate,
         reporter: hptune.MetricReporter,
         enabled: bool,
+        epochs: int,
         notice=None,
         tracker: tracking.Tracker | None = None,
     ):
         super().__init__()
-        self.evaluate = evaluate
+        self.evaluate = evaluate  # evaluate(stop) -> results, or None if stop() turned true
         self.reporter = reporter
         self.enabled = enabled
+        self.epochs = epochs
         self.notice = notice
         self.tracker = tracker or tracking.NoTracker()
         self.results: dict = {}  # the last evaluation's
@@ -69,7 +76,16 @@ class Evaluate(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if not self.enabled or (self.notice is not None and self.notice.stopping):
             return
-        results = self.evaluate()
+        final = epoch + 1 >= self.epochs
+        stop = None if final or self.notice is None else (lambda: self.notice.received)
+        results = self.evaluate(stop)
+        if results is None:
+            logger.warning(
+                "Preemption notice during the evaluation of epoch %d: evaluation stopped "
+                "(the epoch's checkpoint is saved; the next agreed step is saved too)",
+                epoch + 1,
+            )
+            return
         if logs is not None:
             logs.update({f"val_{name}": value for name, value in results.items()})
         logger.info(
@@ -82,13 +98,6 @@ class Evaluate(keras.callbacks.Callback):
         self.reporter.report(results[METRIC], epoch + 1)
         self.tracker.log_evaluation(results, epoch + 1)
         self.results = results
-
-
-def _checkpoint_root(checkpoint_dir: str, cluster: runtime.Cluster) -> str:
-    """One folder per task under MultiWorkerMirroredStrategy: tasks never share files."""
-    if cluster.is_distributed:
-        return runtime.join(checkpoint_dir, f"{cluster.task_type}-{cluster.index}")
-    return checkpoint_dir
 
 
 def run(args: argparse.Namespace, ctx: RunContext) -> int:
@@ -157,22 +166,30 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
             args.fine_tune,
             args.learning_rate,
         )
-    state = resume.TrainingState(classifier, _checkpoint_root(checkpoint_dir, cluster), consensus)
+    # One folder per step; under MultiWorkerMirroredStrategy each task writes its own part.
+    state = resume.TrainingState(
+        classifier, checkpoint_dir, consensus, tasks=resume.Tasks.of(cluster)
+    )
     position = state.restore()
     _use_learning_rate(classifier.optimizer, args.learning_rate)
+    # From here on a replica exits at the latest 25 s after its SIGTERM, whatever holds it.
+    resume.exit_if_notice_outlives(notice, state)
 
     checkpointing = resume.CheckpointCallback(state, args.checkpoint_minutes, notice)
     # The per-replica batch: the chief evaluates on one device.
     eval_images = data.eval_dataset(eval_source, args.batch_size)
     evaluate = model.evaluator(classifier)
     evaluation = Evaluate(
-        lambda: evaluate(eval_images),
+        lambda stop: evaluate(eval_images, stop),
         ctx.metric_reporter(METRIC),
         enabled=cluster.is_chief,
+        epochs=args.epochs,
         notice=notice,
         tracker=tracker,
     )
-    callbacks = [evaluation, checkpointing]  # the logs get val_* before TensorBoard writes them
+    # The epoch's checkpoint is saved before its evaluation (a notice during a long evaluation
+    # finds it saved); the logs get val_* before TensorBoard writes them.
+    callbacks = [checkpointing, evaluation]
     if cluster.is_chief:
         callbacks.append(
             keras.callbacks.TensorBoard(
@@ -224,6 +241,14 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         logger.info("All %d epochs are done: evaluating and exporting only", args.epochs)
         evaluation.on_epoch_end(args.epochs - 1)
     state.close()
+    if notice.received:
+        # After the last step: the final checkpoint is complete, so evaluation and export go
+        # on; should they not fit in the grace, the watchdog exits and a rerun only exports.
+        logger.warning(
+            "Preemption notice after the last step (%.1f s ago): final checkpoint complete, "
+            "exporting",
+            notice.seconds_since() or 0.0,
+        )
     _export(classifier, train_source.class_names, image_size, ctx.model_dir.uri, cluster)
     if evaluation.results:  # the chief's: the exported model is the last epoch's
         tracker.finish({METRIC: evaluation.results[METRIC]})
