@@ -89,6 +89,17 @@ class StrictLoader(_SAFE_LOADER):
         }
         return mapping
 
+    def construct_object(self, node, deep=False):
+        """PyYAML's constructors fail with a bare error on a tag that does not fit its value
+        (``!!timestamp pd-ssd``, ``!!int abc``): a located YAML error instead."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, AttributeError, OverflowError):
+            why = f"{node.tag.rpartition(':')[2] or node.tag} cannot read {node.value!r}"
+            raise yaml.constructor.ConstructorError(None, None, why, node.start_mark) from None
+
     def construct_sequence(self, node, deep=False):
         for index, item in enumerate(node.value):
             self.paths[id(item)] = f"{self.paths.get(id(node), '')}[{index}]"
