@@ -175,3 +175,21 @@ def test_the_table_has_the_hostile_set_the_issue_asks_for():
     assert len(broken) >= 110 and min(per_variant.values()) >= 36, per_variant
     ids = [c.id for c in CASES]
     assert len(ids) == len(set(ids)), "case ids are unique"
+
+
+def test_an_unforeseen_error_is_one_line_not_a_traceback(monkeypatch, capsys):
+    """The last resort of the commands that read vertex.yaml (``cli.py``); a traceback with
+    ``VERTEX_TOOLS_DEBUG=1``."""
+    cli = importlib.import_module("vertex_trainer_tools.cli")
+
+    def broken(argv, prog):
+        raise KeyError("something\nspanning lines")
+
+    monkeypatch.setattr(config_lib, "main", broken)
+    monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
+    assert cli.main(["check"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("ERROR: vertex-tools check: KeyError: 'something") and "=1 shows" in line
+    monkeypatch.setenv(cli.DEBUG_ENV, "1")
+    with pytest.raises(KeyError):
+        cli.main(["check"])

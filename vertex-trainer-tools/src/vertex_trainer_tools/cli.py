@@ -8,6 +8,7 @@ their names while the tools behind them are updated by changing one pinned versi
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -30,6 +31,11 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "gcp-setup": ("gcp_setup", (), "enable the APIs, create the bucket and registry if missing"),
     "predict-local": ("serving.cli", (), "answer a Vertex prediction request with a model here"),
 }
+
+
+# Commands that read vertex.yaml: whatever it holds, they end with ERROR lines, not a traceback.
+READS_CONFIG = ("check", "get", "show", "submit", "submit-hpt", "upload-model", "gcloud-config")
+DEBUG_ENV = "VERTEX_TOOLS_DEBUG"
 
 
 def usage() -> str:
@@ -59,4 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module_name, prefix, _ = COMMANDS[command]
     module = importlib.import_module(f"vertex_trainer_tools.{module_name}")
-    return module.main([*prefix, *rest], prog=f"vertex-tools {command}")
+    if command not in READS_CONFIG or os.environ.get(DEBUG_ENV):
+        return module.main([*prefix, *rest], prog=f"vertex-tools {command}")
+    try:
+        return module.main([*prefix, *rest], prog=f"vertex-tools {command}")
+    except Exception as error:  # noqa: BLE001 - the last resort: one line, never a traceback
+        why = (str(error).splitlines() or [""])[0]
+        print(
+            f"ERROR: vertex-tools {command}: {type(error).__name__}: {why} "
+            f"(a bug of vertex-trainer-tools: {DEBUG_ENV}=1 shows where)",
+            file=sys.stderr,
+        )
+        return 1

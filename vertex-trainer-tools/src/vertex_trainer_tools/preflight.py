@@ -202,9 +202,12 @@ def argument_lines(cfg, job_args: Sequence[str], extra_args: Sequence[str], root
     return lines
 
 
-def parameter_problems(hpt, root: Path | None = None) -> list[tuple[str, str]]:
-    """``(key, why)`` for study parameters whose values the trainer's parser would refuse: every
-    trial that draws one fails at argument parsing."""
+def parameter_problems(
+    hpt, trainer_args: Sequence[str] = (), root: Path | None = None
+) -> list[tuple[str, str]]:
+    """``(key, why)`` for study parameters whose values the trainer's parser would refuse, or
+    (a categorical value) with which it would refuse to start or report another metric: every
+    trial that draws one fails."""
     trainer = load_trainer(root)
     flags = trainer.flags_taking_values if trainer is not None else {}
     problems = []
@@ -212,10 +215,30 @@ def parameter_problems(hpt, root: Path | None = None) -> list[tuple[str, str]]:
         if not flags.get("--" + parameter.id.replace("_", "-")):
             continue  # not a flag, or one without a value: hpt_problems says so
         found = parameter_problem(trainer, parameter)
+        if found is None and parameter.type == "categorical":
+            found = _categorical_metric_problem(hpt, parameter, trainer_args, root)
         if found:
             key, why = found
             problems.append((schema.join(f"hpt.parameters.{parameter.id}", key), why))
     return problems
+
+
+def _categorical_metric_problem(hpt, parameter, trainer_args, root) -> tuple[str, str] | None:
+    """A categorical value that the trainer's metric module refuses (XGBoost's ``--objective``)
+    or with which the trainer reports another metric than the study's."""
+    for value in parameter.values:
+        passed = f"--{parameter.id}={value}"
+        try:
+            reported = reported_metric([*trainer_args, passed], root)
+        except ValueError as error:
+            return "values", f"Vertex would pass {passed} and the trainer refuses it: {error}"
+        if reported is not None and reported[0] != hpt.metric_id:
+            return (
+                "values",
+                f"with {passed} the trainer reports {reported[0]!r}, not the study's "
+                f"{hpt.metric_id!r}: those trials would report no metric",
+            )
+    return None
 
 
 def hpt_problems(hpt, trainer_args: Sequence[str], root: Path | None = None) -> list[tuple]:
@@ -327,7 +350,7 @@ def problems(
         reader.problem(key, why)
     reader.problems += argument_lines(cfg, job_args, extra_args, root)
     if hpt and cfg.hpt is not None:
-        found = hpt_problems(cfg.hpt, args) + parameter_problems(cfg.hpt)
+        found = hpt_problems(cfg.hpt, args) + parameter_problems(cfg.hpt, args)
     else:
         found = metric_problems(args)
     for key, why in found:

@@ -168,26 +168,24 @@ def parameter_problem(trainer: Trainer, parameter) -> tuple[str, str] | None:
         text = _vertex_text(parameter.type, value)
         return text, trainer.refusal([f"{flag}={text}"])[0]
 
-    if parameter.type == "double":
-        probe = _fractional_between(parameter.min, parameter.max)
-        text, why = refused(probe) if probe is not None else ("", None)
-        around = (math.floor(probe), math.ceil(probe)) if probe is not None else ()
-        if why and all(trainer.refusal([f"{flag}={n}"])[0] is None for n in around):
-            # the integers on either side parse, the fraction between them does not
-            return (
-                "type",
-                f"double draws fractions such as {flag}={text}, which the trainer refuses "
-                f"({why}): use type: integer (or discrete)",
-            )
     if parameter.type in ("double", "integer"):
-        for key in ("min", "max"):
-            text, why = refused(getattr(parameter, key))
+        drawn = ["min", "max"]
+        between = _fractional_between(parameter.min, parameter.max)
+        if parameter.type == "double" and between is not None:
+            text, why = refused(between)
+            around = (math.floor(between), math.ceil(between))
+            if why and all(trainer.refusal([f"{flag}={n}"])[0] is None for n in around):
+                # the integers on either side parse, the fraction between them does not
+                return (
+                    "type",
+                    f"double draws fractions such as {flag}={text}, which the trainer refuses "
+                    f"({why}): use type: integer (or discrete)",
+                )
+            drawn.append("")
+        for key in drawn:
+            text, why = refused(getattr(parameter, key) if key else between)
             if why:
                 return key, f"Vertex would pass {flag}={text} and the trainer refuses it: {why}"
-        if parameter.type == "double" and probe is not None:
-            text, why = refused(probe)
-            if why:
-                return "", f"Vertex would pass {flag}={text} and the trainer refuses it: {why}"
         return None
     for value in parameter.values:
         text, why = refused(value)
