@@ -31,7 +31,7 @@ def csv_text(columns: dict[str, list], header: list[str] | None = None) -> str:
     names = header or list(columns)
     out = io.StringIO()
     out.write(",".join(names) + "\n")
-    for row in zip(*columns.values()):
+    for row in zip(*columns.values(), strict=True):
         out.write(",".join(_cell(value) for value in row) + "\n")
     return out.getvalue()
 
