@@ -45,6 +45,7 @@ NAMING_RULES = os.path.join("vertex-trainer-tools", "src", "vertex_trainer_tools
 
 FRAMEWORKS = ("keras", "pytorch", "xgboost")
 BASE_IMAGES = ("deep-learning-container", "nvidia-cuda")
+NO_ACCELERATOR = ("", "NONE", "ACCELERATOR_TYPE_UNSPECIFIED")  # as cookiecutter.json's __gpu
 
 # Names a project package must not take: they would shadow what the trainer imports.
 RESERVED_SLUGS = frozenset(
@@ -137,8 +138,8 @@ def check_base_image(value):
 
 def check_accelerator(accelerator_type, accelerator_count):
     """What cookiecutter.json's derivations need: a GPU or none (a GPU picks CUDA images, the
-    Dockerfile's base and the executor image) and a whole count; the naming rules then check
-    the name and the count against Vertex's."""
+    Dockerfile's base and the executor image) and a whole count that agrees with the type;
+    the naming rules then check the name and the count against Vertex's."""
     kind = accelerator_type.strip().upper()
     if kind.startswith("TPU"):
         raise InvalidAnswer(
@@ -146,9 +147,18 @@ def check_accelerator(accelerator_type, accelerator_count):
             f"{accelerator_type!r} is a TPU: this template builds CUDA images for GPUs (or NONE)",
             "NVIDIA_TESLA_T4",
         )
-    if not re.fullmatch(r"\d+", accelerator_count.strip()):
+    count = accelerator_count.strip()
+    if not re.fullmatch(r"\d+", count):
         raise InvalidAnswer(
             "accelerator_count", f"{accelerator_count!r} is not a whole number", "1"
+        )
+    if int(count) == 0 and kind not in NO_ACCELERATOR:
+        # A GPU type with no GPUs would bake a CPU-only project without a word.
+        raise InvalidAnswer(
+            "accelerator_count",
+            f"0 with accelerator_type {kind}: give 1 or more, or accelerator_type NONE"
+            " for a CPU-only project",
+            "1",
         )
 
 

@@ -65,6 +65,16 @@ def test_derived_values_come_from_the_parts():
         cfg.get("job.nope")
 
 
+def test_a_domain_scoped_project_is_a_path_in_artifact_registry():
+    # Artifact Registry: "example.com:my-project" is written example.com/my-project in paths.
+    data = real_values(RAW)
+    data["project"] = "example.com:my-proj"
+    cfg = parse(data)
+    host, repo, name = (data["image"][key] for key in ("registry_host", "repository", "name"))
+    assert cfg.image_repository == f"{host}/example.com/my-proj/{repo}/{name}"
+    assert cfg.image_uri.count(":") == 1
+
+
 def test_get_command_prints_one_value_for_the_makefile(tmp_path):
     path = tmp_path / "vertex.yaml"
     path.write_text(yaml.safe_dump(real_values(RAW)))

@@ -171,9 +171,13 @@ class Config(Model):
     # Derived values: computed here once so no other file spells them out.
     @property
     def image_repository(self) -> str:
-        """``<host>/<project>/<repository>/<name>``, the image URI without its tag."""
+        """``<host>/<project>/<repository>/<name>``, the image URI without its tag.
+
+        A domain-scoped project ``example.com:my-project`` is ``example.com/my-project`` in
+        Artifact Registry paths (a colon would start the tag)."""
         i = self.image
-        return f"{i.registry_host}/{self.project}/{i.repository}/{i.name}"
+        project = self.project.replace(":", "/")
+        return f"{i.registry_host}/{project}/{i.repository}/{i.name}"
 
     @property
     def image_uri(self) -> str:

@@ -200,7 +200,8 @@ def answer_problems(answers: dict[str, str]) -> list[str]:
         )
     bucket = "gs://" + answers["gcs_bucket"].strip().removeprefix("gs://").strip("/")
     bucket_uri = "a bucket URI of the form gs://BUCKET[/path]"
-    default_bucket = f"gs://{answers['gcp_project_id']}-vertex"  # as cookiecutter.json has it
+    # As cookiecutter.json has it: a domain-scoped project's bucket is named after its own part.
+    default_bucket = f"gs://{answers['gcp_project_id'].split(':')[-1]}-vertex"
     if project_refused and answers["gcs_bucket"].strip() == default_bucket.strip():
         pass  # the default bucket, named after the refused project: one line is enough
     elif not answers["gcs_bucket"].strip():

@@ -62,6 +62,14 @@ def add_arguments(parser) -> None:
     group.add_argument(
         "--max-eval-samples", type=cli.non_negative_integer, default=0, help="0: all"
     )
+    group.add_argument(
+        "--label-names",
+        type=lambda value: [name.strip() for name in value.split(",") if name.strip()],
+        default=None,
+        help="the classes in id order, comma-separated (e.g. neg,pos): labels not listed are "
+        "refused; without it the sorted label values, and a class of a few rows is refused "
+        "as a likely typo",
+    )
 
     group = parser.add_argument_group("training")
     group.add_argument("--epochs", type=cli.positive_float, default=2.0, help="training epochs")

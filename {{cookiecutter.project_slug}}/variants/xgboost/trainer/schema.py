@@ -6,6 +6,7 @@ saved beside the model so that prediction clients encode their rows the same way
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -14,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from trainer.cli import InputError
+
+logger = logging.getLogger(__name__)
 
 # A text column is encoded as categories only when it has at most this many distinct values
 # and (on 20 rows or more) at most one distinct value per two rows; otherwise it is an id or
@@ -199,6 +202,7 @@ def _encode_column(series: pd.Series, column: str, schema: Schema, source: str) 
     if column in schema.categories:
         codes = {value: code for code, value in enumerate(schema.categories[column])}
         text = series.astype(object).where(series.notna(), None)
+        _warn_unseen_categories([str(v) for v in text if v is not None], codes, column, source)
         return np.array(
             [codes.get(str(v), math.nan) if v is not None else math.nan for v in text],
             dtype=np.float32,
@@ -216,6 +220,24 @@ def _encode_column(series: pd.Series, column: str, schema: Schema, source: str) 
             f"{bad.iloc[0]!r} here"
         )
     return numbers.astype(np.float32).to_numpy()
+
+
+def _warn_unseen_categories(values: list[str], codes: dict, column: str, source: str) -> None:
+    """Values the training data never had are missing to the model: say so, once per column
+    (a typo or a new category in the eval data would otherwise score silently worse)."""
+    unseen = [value for value in values if value not in codes]
+    if unseen:
+        distinct = sorted(set(unseen))
+        shown = ", ".join(map(repr, distinct[:3])) + (", ..." if len(distinct) > 3 else "")
+        logger.warning(
+            "%s: column %r has %d value(s) never seen in training (%s) in %d row(s); "
+            "the model treats them as missing",
+            source,
+            column,
+            len(distinct),
+            shown,
+            len(unseen),
+        )
 
 
 def _encode_labels(labels: pd.Series, schema: Schema, source: str) -> np.ndarray:
