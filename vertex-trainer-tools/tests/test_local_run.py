@@ -212,7 +212,7 @@ def test_hpt_trial_args_come_last_as_name_equals_value(tmp_path):
     args = cli.parse_args(
         ["--hpt-trial=2", f"--output-dir={tmp_path}", "--job-id=5", "--", "--extra=1"]
     )
-    job, _ = cli.build(args)
+    job, _, _ = cli.build(args)
     trial_args = job.args[-len(study.parameters) :]
     assert [arg.split("=")[0] for arg in trial_args] == [f"--{p.id}" for p in study.parameters]
     assert "--extra=1" in job.args[: -len(study.parameters)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ cli = importlib.import_module("vertex_trainer_tools.local_run.cli")
 folders = importlib.import_module("vertex_trainer_tools.local_run.folders")
 preflight = importlib.import_module("vertex_trainer_tools.local_run.preflight")
 supervisor = importlib.import_module("vertex_trainer_tools.local_run.supervisor")
+record = importlib.import_module("vertex_trainer_tools.local_run.record")
 config = importlib.import_module("vertex_trainer_tools.config")
 drill = importlib.import_module("vertex_trainer_tools.testing")
 
@@ -34,10 +36,15 @@ def fake(tmp_path, monkeypatch):
     return drill.install_fake_trainer(tmp_path, monkeypatch)
 
 
-def run_fake(capsys, root, state, *runner_args, steps=2):
-    """``vertex-tools local-run`` in-process with the fake trainer; (status, stdout, stderr)."""
-    argv = [f"--jobs-root={root}", "--replicas=1", "--module=fake_trainer", "--grace=1"]
-    argv += [*runner_args, "--", "--state", str(state), f"--steps={steps}"]
+def run_fake(capsys, root, state, *runner_args, steps=2, replicas=1, trainer_args=()):
+    """``vertex-tools local-run`` in-process with the fake trainer; (status, stdout, stderr).
+
+    ``replicas=None`` gives no --replicas (a resumed job's own count).
+    """
+    argv = [f"--jobs-root={root}", "--module=fake_trainer", "--grace=1"]
+    if replicas is not None:
+        argv.append(f"--replicas={replicas}")
+    argv += [*runner_args, "--", "--state", str(state), f"--steps={steps}", *trainer_args]
     status = cli.main(argv)
     captured = capsys.readouterr()
     return status, captured.out, captured.err
@@ -81,11 +88,23 @@ def test_resume_latest_reuses_the_folder_and_a_drill_that_cannot_fire_fails(tmp_
     assert status == 0, out
     finished = printed_folder(out)
 
-    # The finished job resumes at its last step and saves no new checkpoint: the drill has
-    # nothing to fire on, which must not pass for a successful drill.
-    status, out, _ = run_fake(capsys, root, fake, "--resume=latest", "--kill-after=checkpoint")
-    assert printed_folder(out) == finished and job_folders(root) == [finished]
-    assert "workerpool0-0 | resuming from step 3" in out
+    # The finished job does not run again: the drill has nothing to fire on, which must not
+    # pass for a successful drill.
+    status, out, _ = run_fake(
+        capsys, root, fake, "--resume=latest", "--kill-after=checkpoint", steps=3
+    )
+    assert printed_folder_at_end(out) == finished and job_folders(root) == [finished]
+    assert "starting workerpool0-0" not in out
+    assert status == supervisor.DRILL_NOT_FIRED
+    errors = [line for line in out.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: kill drill did not fire: job ")
+    # A job that did not finish (the runner stopped, the machine rebooted) resumes: the drill
+    # fires only on a new checkpoint, and this job has none left to save.
+    stopped(finished)
+    status, out, _ = run_fake(
+        capsys, root, fake, "--resume=latest", "--kill-after=checkpoint", steps=3
+    )
+    assert printed_folder(out) == finished and "workerpool0-0 | resuming from step 3" in out
     assert status == supervisor.DRILL_NOT_FIRED
     errors = [line for line in out.splitlines() if line.startswith("ERROR")]
     assert len(errors) == 1 and errors[0].startswith("ERROR: kill drill did not fire: the job")
@@ -106,9 +125,83 @@ def test_resume_of_a_job_folder_by_path_and_its_errors(tmp_path, fake, capsys):
 
     status, out, _ = run_fake(capsys, root, fake, steps=2)
     folder = printed_folder(out)
+    stopped(folder)
     status, out, _ = run_fake(capsys, root, fake, f"--resume={folder}", steps=2)
     assert status == 0 and printed_folder(out) == folder
     assert "workerpool0-0 | resuming from step 2" in out
+
+
+def printed_folder_at_end(out: str) -> Path:
+    found = re.findall(r"^local_run \| job folder: (.+)/$", out, re.M)
+    assert len(found) == 1, out
+    return Path(found[0])
+
+
+def stopped(folder: Path) -> None:
+    """Make ``folder``'s finished job one that stopped before its end (its record RUNNING)."""
+    job = record.read(folder)
+    assert job is not None and job.state == record.SUCCEEDED, f"{folder}: {job}"
+    record.write(folder, record.with_state(job, record.RUNNING))
+
+
+def starts(state: Path, replica: str) -> int:
+    path = state / f"{replica}.starts"
+    return len(path.read_text().split()) if path.exists() else 0
+
+
+def test_a_resumed_job_is_the_job_its_folder_records(tmp_path, fake, capsys):
+    """RESUME takes the replicas, flags and id from the job folder; refuses another count or
+    other flags in one line; and never trains a job that SUCCEEDED again."""
+    root = tmp_path / "jobs"
+    flags = ["--seed=7"]  # as ARGS=--seed=7 after the Makefile's LOCAL_DATA_ARGS
+    status, out, _ = run_fake(capsys, root, fake, replicas=2, trainer_args=flags)
+    assert status == 0, out
+    folder = printed_folder(out)
+    first = json.loads((fake / "workerpool1-0-1.json").read_text())
+    job = record.read(folder)
+    assert job.state == record.SUCCEEDED and job.replica_counts == (1, 1)
+    assert job.job_id == first["env"]["CLOUD_ML_JOB_ID"] and job.trainer_args[-1] == "--seed=7"
+
+    # Finished: one line, the model where it was, exit 0, and no replica starts.
+    model = folder / "model"
+    model.mkdir(exist_ok=True)
+    (model / "weights").write_text("trained once")
+    status, out, err = run_fake(capsys, root, fake, "--resume=latest", replicas=None)
+    assert status == 0 and not err, out + err
+    assert f"local_run | job {job.job_id} SUCCEEDED already: nothing to train" in out
+    assert f"local_run | model: {model}/" in out
+    assert starts(fake, "workerpool0-0") == 1 and starts(fake, "workerpool1-0") == 1
+    assert (model / "weights").read_text() == "trained once"
+
+    # Another count or other flags: one line naming the field and the job's value.
+    for runner, trainer, field in (
+        (["--replicas=1"], (), "--replicas (REPLICAS=): 1, but job "),
+        ([], ("--seed=8",), "trainer flags after -- (ARGS=): "),
+        (["--hpt-trial=1"], (), "--hpt-trial (HPT_TRIAL=): 1, but job "),
+    ):
+        status, out, err = run_fake(
+            capsys, root, fake, "--resume=latest", *runner, replicas=None, trainer_args=trainer
+        )
+        lines = err.strip().splitlines()
+        assert status == 2 and len(lines) == 1 and lines[0].startswith("ERROR: " + field), err
+    assert (
+        "has 2 (workerpool0 x1, workerpool1 x1); a resumed job keeps its spec"
+        in (run_fake(capsys, root, fake, "--resume=latest", replicas=1)[2])
+    )
+    assert starts(fake, "workerpool0-0") == 1, "a refused resume started a replica"
+
+    # Stopped before its end: it resumes as the job it was, 2 replicas, its flags, its id.
+    stopped(folder)
+    status, out, _ = run_fake(capsys, root, fake, "--resume=latest", replicas=None)
+    assert status == 0 and "workerpool0-0 | resuming from step 2" in out, out
+    rerun = json.loads((fake / "workerpool1-0-2.json").read_text())
+    assert rerun["argv"][-1] == "--seed=7"
+    assert rerun["env"]["CLOUD_ML_JOB_ID"] == job.job_id
+    assert json.loads(rerun["env"]["CLUSTER_SPEC"])["cluster"].keys() == {
+        "workerpool0",
+        "workerpool1",
+    }
+    assert record.read(folder).state == record.SUCCEEDED
 
 
 def test_kill_drill_on_a_replica_the_job_lacks_fails_before_anything_runs(tmp_path, capsys):

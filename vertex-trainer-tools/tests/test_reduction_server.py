@@ -47,7 +47,7 @@ def test_pools_of_another_image_keep_their_count_with_replicas(configured, repli
 
 def test_every_replica_sees_the_reducers_as_vertex_shows_them(with_reducers, tmp_path, capsys):
     args = cli.parse_args([f"--config={with_reducers}", "--replicas=2", f"--output-dir={tmp_path}"])
-    job, _ = cli.build(args)
+    job, _, _ = cli.build(args)
     assert "workerpool2 runs us-docker.pkg.dev/vertex-ai-restricted" in capsys.readouterr().out
     assert [len(job.pools[p]) for p in runtime.POOLS[:3]] == [1, 1, 2]
     assert job.idle_pools == ("workerpool2",)

@@ -10,7 +10,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vertex_trainer_tools.local_run import folders, images, preflight
+from vertex_trainer_tools import contract
+from vertex_trainer_tools.local_run import folders, images, preflight, record
 from vertex_trainer_tools.local_run.job import (
     Job,
     environments,
@@ -22,7 +23,7 @@ from vertex_trainer_tools.local_run.job import (
 )
 from vertex_trainer_tools.local_run.launcher import ProcessLauncher, cpu_slices
 from vertex_trainer_tools.local_run.options import parse_args
-from vertex_trainer_tools.local_run.supervisor import Replica, Supervisor
+from vertex_trainer_tools.local_run.supervisor import DRILL_NOT_FIRED, Replica, Supervisor
 from vertex_trainer_tools.project import project_root
 
 
@@ -37,10 +38,12 @@ def _overrides(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def build(args: argparse.Namespace):
-    """The job that the parsed command line describes, and the config it came from.
+    """The job that the parsed command line describes, the config it came from, and the
+    record of the job it resumes (None for a new job, or a folder without a record).
 
     Without --output-dir or --resume, the job's folder is only planned here: ``main`` creates
-    it (``folders.new_job_folder``) once everything is checked.
+    it (``folders.new_job_folder``) once everything is checked. With --resume the job's
+    replica counts, flags, trial and id are the record's (``record.py``).
     """
     from vertex_trainer_tools import config as config_module  # the same reader submit.py uses
 
@@ -62,21 +65,38 @@ def build(args: argparse.Namespace):
         trial_args = [f"--{name}={value}" for name, value in values.items()]
     elif args.hp:
         raise ValueError("--hp needs --hpt-trial")
+    resumed = None
     if args.output_dir:
         output_dir = args.output_dir
     elif args.resume:
         output_dir = str(folders.resume_folder(args.resume, args.jobs_root))
+        resumed = record.read(output_dir)
     else:
         output_dir = str(Path(args.jobs_root) / folders.job_folder_name(config.job.display_name))
-    job = make_job(
-        sizes,
-        output_dir,
-        args=list(config.job.args) + list(args.trainer_args) + trial_args,
-        trial=args.hpt_trial,
-        job_id=args.job_id,
-        job_args=config.job.args,
-        idle_pools=[f"workerpool{number}" for number in idle],
-    )
+    idle_pools = [f"workerpool{number}" for number in idle]
+    if resumed is not None:
+        record.check_resume(
+            resumed, output_dir, args.replicas, args.hpt_trial, args.hp, args.trainer_args
+        )
+        job = make_job(
+            resumed.replica_counts,
+            output_dir,
+            args=resumed.args,
+            trial=resumed.trial,
+            job_id=args.job_id or resumed.job_id,
+            job_args=resumed.job_args,
+            idle_pools=idle_pools,
+        )
+    else:
+        job = make_job(
+            sizes,
+            output_dir,
+            args=list(config.job.args) + list(args.trainer_args) + trial_args,
+            trial=args.hpt_trial,
+            job_id=args.job_id,
+            job_args=config.job.args,
+            idle_pools=idle_pools,
+        )
     if args.kill_grace < 0:
         raise ValueError(f"--kill-grace must be >= 0 seconds, got {args.kill_grace:g}")
     if args.kill_after is not None and args.kill_replica not in job.names:
@@ -84,7 +104,7 @@ def build(args: argparse.Namespace):
             f"--kill-replica: {args.kill_replica} is not a replica of this job "
             f"(e.g. {' or '.join(job.names)}); the kill drill cannot fire"
         )
-    return job, config
+    return job, config, resumed
 
 
 def print_env(job: Job, command: list[str], envs: dict[str, dict[str, str]] | None = None) -> None:
@@ -102,7 +122,7 @@ def print_env(job: Job, command: list[str], envs: dict[str, dict[str, str]] | No
 def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run") -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv, prog)
     try:
-        job, config = build(args)
+        job, config, resumed = build(args)
     except ModuleNotFoundError as error:  # config needs PyYAML
         problem = f"{sys.executable} cannot import {error.name}: {preflight.FIX}"
         print(f"ERROR: {problem}", file=sys.stderr)
@@ -128,6 +148,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
             envs = images.container_environments(job, config.base_output_dir, config.job.env)
             print_env(job, ["docker", "run", image, *job.args], envs)
         return 0
+    if resumed is not None and resumed.state == record.SUCCEEDED:
+        return finished(job, args)
     if image is not None:
         problem = images.check_image(image)
         if problem:
@@ -145,6 +167,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
             job = dataclasses.replace(job, output_dir=str(folder))
         folders.point_latest(root, job.output_dir)
     os.makedirs(job.output_dir, exist_ok=True)
+    started = resumed or record.JobRecord(
+        job_id=job.job_id,
+        replica_counts=replica_counts(job),
+        trainer_args=tuple(args.trainer_args),
+        args=job.args,
+        job_args=job.job_args,
+        trial=job.trial,
+        hp=tuple(args.hp),
+    )
+    record.write(job.output_dir, record.with_state(started, record.RUNNING))
     if image is not None:
         launcher = images.ContainerLauncher(image, job, config.base_output_dir, args.gpus)
     else:
@@ -152,9 +184,42 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
             args.module, project_root(), tmp_prefix=f"local_run-{job.job_id}-", job_id=job.job_id
         )
     try:
-        return run(job, config, args, launcher)
+        status = run(job, config, args, launcher)
     finally:
         launcher.close()
+    # A drill that never fired is the drill's failure; the job itself succeeded.
+    ended = record.SUCCEEDED if status in (0, DRILL_NOT_FIRED) else record.FAILED
+    record.write(job.output_dir, record.with_state(started, ended))
+    return status
+
+
+def replica_counts(job: Job) -> tuple[int, ...]:
+    """The replica count of each worker pool up to the job's last: ``pool_sizes``' form."""
+    counts = [len(job.pools.get(pool, ())) for pool in contract.POOLS]
+    while len(counts) > 1 and counts[-1] == 0:
+        counts.pop()
+    return tuple(counts)
+
+
+def finished(job: Job, args: argparse.Namespace) -> int:
+    """A resumed job that SUCCEEDED: nothing to train or export again (that would replace its
+    model); one line, the model and the folder, exit 0. A drill asked of it cannot fire."""
+    chief_env = replica_env(job, *job.replicas[0])
+    print(
+        f"local_run | job {job.job_id} SUCCEEDED already: nothing to train or export again "
+        "(a new job: make train-local without RESUME)",
+        flush=True,
+    )
+    print(f"local_run | model: {chief_env['AIP_MODEL_DIR']}")
+    print(f"local_run | job folder: {job.output_dir}/", flush=True)
+    if args.kill_after is not None:
+        print(
+            f"ERROR: kill drill did not fire: job {job.job_id} SUCCEEDED already, nothing "
+            "runs (drill a new job: make train-local KILL_AFTER=... without RESUME)",
+            flush=True,
+        )
+        return DRILL_NOT_FIRED
+    return 0
 
 
 def run(job: Job, config, args: argparse.Namespace, launcher) -> int:
