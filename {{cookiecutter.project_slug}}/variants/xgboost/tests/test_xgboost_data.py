@@ -346,7 +346,7 @@ BAD = [
         csv(frame().assign(note=[f"customer said thing {i}" for i in range(ROWS)])),
         GOOD,
         "binary",
-        "{train}: feature column 'note' is text with 40",
+        "feature column 'note' is text with 40",
     ),
     (
         "latin-1",
