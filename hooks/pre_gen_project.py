@@ -42,6 +42,7 @@ ANSWERS = json.loads(
 # to the directory cookiecutter was started in, which the shell keeps in PWD).
 TEMPLATE_DIR = {{cookiecutter._repo_dir | default("") | tojson}}
 NAMING_RULES = os.path.join("vertex-trainer-tools", "src", "vertex_trainer_tools", "gcp_names.py")
+MACHINE_RULES = os.path.join(os.path.dirname(NAMING_RULES), "vertex_limits.py")
 
 FRAMEWORKS = ("keras", "pytorch", "xgboost")
 BASE_IMAGES = ("deep-learning-container", "nvidia-cuda")
@@ -190,22 +191,35 @@ def template_candidates(repo_dir):
         yield os.path.join(os.environ.get("PWD", ""), repo_dir)  # unchanged when absolute
 
 
-def naming_rules(template_dir=TEMPLATE_DIR):
-    """The template's ``gcp_names`` module, loaded by path (the package need not be installed)."""
+def naming_rules(template_dir=TEMPLATE_DIR, rules=NAMING_RULES):
+    """The template's ``gcp_names`` module (or ``rules``: another stdlib-only module of the
+    package, such as ``vertex_limits``), loaded by path: the package need not be installed."""
     for base in template_candidates(template_dir):
-        path = os.path.join(base, NAMING_RULES)
+        path = os.path.join(base, rules)
         if os.path.isfile(path):
-            spec = importlib.util.spec_from_file_location("gcp_names", path)
+            name = os.path.splitext(os.path.basename(path))[0]
+            spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             return module
-    raise FileNotFoundError(f"{NAMING_RULES} not found in the template {template_dir!r}")
+    raise FileNotFoundError(f"{rules} not found in the template {template_dir!r}")
+
+
+def machine_problems(answers, template_dir=TEMPLATE_DIR):
+    """Vertex's machine and accelerator table (``vertex_limits.py``): e.g. an L4 on an N1."""
+    limits = naming_rules(template_dir, MACHINE_RULES)
+    return limits.answer_problems(
+        answers["machine_type"], answers["accelerator_type"], answers["accelerator_count"]
+    )
 
 
 def main():
     try:
         validate(ANSWERS)
         problems = naming_rules().answer_problems(ANSWERS)
+        # One line per field: the naming rules' own line first (e.g. a count's, a pattern's).
+        fields = {problem.split(":", 1)[0] for problem in problems}
+        problems += [p for p in machine_problems(ANSWERS) if p.split(":", 1)[0] not in fields]
     except InvalidAnswer as error:
         problems = [str(error)]
     except FileNotFoundError as error:

@@ -75,7 +75,11 @@ def test_defaults_of_cookiecutter_json_are_valid():
         {"gcs_bucket": "gs://my.bucket.example.com"},
         {"region": "europe-west4"},
         {"image_name": "team/trainer.v2"},
-        {"accelerator_type": "nvidia_l4", "accelerator_count": "2"},
+        {
+            "machine_type": "g2-standard-24",
+            "accelerator_type": "nvidia_l4",
+            "accelerator_count": "2",
+        },
         {"accelerator_type": "NONE", "accelerator_count": "0"},
         {"gcp_project_id": "example.com:my-proj"},
     ],
@@ -119,14 +123,25 @@ ACCEPTED = [
     ({"accelerator_type": "", "accelerator_count": "0"}, CPU_ONLY),
     ({"accelerator_type": "none", "accelerator_count": " 0 "}, CPU_ONLY),
     (
-        {"accelerator_type": "nvidia_l4", "accelerator_count": "2"},
+        {
+            "machine_type": "g2-standard-24",
+            "accelerator_type": "nvidia_l4",
+            "accelerator_count": "2",
+        },
         {"__accelerator_type": "NVIDIA_L4", "__accelerator_count": "2"},
     ),
     (
-        {"accelerator_type": " NVIDIA_TESLA_A100 ", "accelerator_count": " 8 "},
+        {
+            "machine_type": "a2-highgpu-8g",
+            "accelerator_type": " NVIDIA_TESLA_A100 ",
+            "accelerator_count": " 8 ",
+        },
         {"__accelerator_type": "NVIDIA_TESLA_A100", "__accelerator_count": "8"},
     ),
-    ({"machine_type": "a2-highgpu-1g"}, {"machine_type": "a2-highgpu-1g"}),
+    (
+        {"machine_type": "a2-highgpu-1g", "accelerator_type": "NVIDIA_TESLA_A100"},
+        {"machine_type": "a2-highgpu-1g"},
+    ),
     ({"project_slug": "sentiment_trainer_2"}, {"image_name": "sentiment-trainer-2"}),
     ({"project_slug": "my__trainer_"}, {"image_name": "my--trainer"}),
     ({"gcs_bucket": "my-bucket"}, {"__bucket_uri": "gs://my-bucket"}),
@@ -156,6 +171,18 @@ ACCEPTED = [
     ),
 ]
 REFUSED = [
+    # Vertex's machine table (vertex_limits.py): refused at bake time, not at create time.
+    (
+        {"accelerator_type": "NVIDIA_L4"},
+        "ERROR: accelerator_type: N1 machines take T4, P4, V100 or P100 GPUs, not NVIDIA_L4:"
+        " it runs on g2-standard-4 (1), g2-standard-24 (2), g2-standard-48 (4),"
+        " g2-standard-96 (8)",
+    ),
+    (
+        {"machine_type": "n1-standrad-8"},
+        "ERROR: machine_type: 'n1-standrad-8' is not a Vertex AI training machine type"
+        " (did you mean 'n1-standard-8' or 'n2-standard-8' or 'n1-standard-4'?)",
+    ),
     # The accelerator answers must agree: a GPU type with 0 would bake a CPU-only project.
     (
         {"accelerator_count": "0"},
