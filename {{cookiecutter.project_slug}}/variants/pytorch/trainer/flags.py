@@ -11,6 +11,7 @@ import argparse
 
 from trainer import cli
 
+
 def _warmup_ratio(value: str) -> float:
     number = cli.non_negative_float(value)
     if number >= 1:

@@ -15,7 +15,7 @@ import sys
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from trainer import cli, data
+from trainer import cli, input_files
 from trainer import model as models
 
 
@@ -32,9 +32,9 @@ def parser() -> argparse.ArgumentParser:
 
 def read_texts(path: str, text_column: str) -> list[str]:
     if path.lower().endswith(".txt"):
-        with open(data.data_files(path)[0], encoding="utf-8") as handle:
+        with open(input_files.data_files(path)[0], encoding="utf-8") as handle:
             return [line.rstrip("\n") for line in handle if line.strip()]
-    table = data.load_files(path)
+    table = input_files.load_files(path)
     if text_column not in table.column_names:
         raise cli.InputError(f"{path}: no column {text_column!r}; set --text-column")
     return ["" if text is None else str(text) for text in table[text_column]]
