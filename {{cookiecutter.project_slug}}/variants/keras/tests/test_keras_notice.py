@@ -15,7 +15,7 @@ import re
 import pytest
 from conftest import TINY
 
-from trainer import checkpoints, resume
+from trainer import checkpoint_callback, checkpoints
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -199,7 +199,7 @@ def test_notice_during_a_long_evaluation_stops_it_and_saves_the_next_agreed_step
     # training), and the rerun resumed from it on both: no step lost.
     saved = notice_steps(job)
     assert set(saved) == {CHIEF, WORKER} and len(set(saved.values())) == 1, job.tail()
-    assert steps < saved[CHIEF] <= steps + resume.AGREE_EVERY_BATCHES < epochs * steps
+    assert steps < saved[CHIEF] <= steps + checkpoint_callback.AGREE_EVERY_BATCHES < epochs * steps
     assert chief < 10 and worker < GRACE, job.tail()
     assert resumed_step(job) == resumed_step(job, WORKER) == saved[CHIEF]
     assert final_step(job.output_dir) == epochs * steps

@@ -21,6 +21,7 @@ from trainer import quiet  # noqa: F401
 import tf_keras as keras
 
 from trainer import (
+    checkpoint_callback,
     checkpoints,
     cli,
     data,
@@ -173,9 +174,9 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
     position = state.restore()
     _use_learning_rate(classifier.optimizer, args.learning_rate)
     # From here on a replica exits at the latest 25 s after its SIGTERM, whatever holds it.
-    resume.exit_if_notice_outlives(notice, state)
+    checkpoint_callback.exit_if_notice_outlives(notice, state)
 
-    checkpointing = resume.CheckpointCallback(state, args.checkpoint_minutes, notice)
+    checkpointing = checkpoint_callback.CheckpointCallback(state, args.checkpoint_minutes, notice)
     # The per-replica batch: the chief evaluates on one device.
     eval_images = data.eval_dataset(eval_source, args.batch_size)
     evaluate = model.evaluator(classifier)
