@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import site
 import statistics
 import subprocess
 import sys
@@ -170,6 +171,15 @@ def kit_python(kit: Path, journal: Journal) -> Path:
             cwd=WORK,
         )
         pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    # The packages of the interpreter running this harness, also when it is itself a venv
+    # (--system-site-packages alone would show the base installation's only).
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(purelib, "_bench_base_packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     install = [*pip, "install", "--no-index", "--find-links", str(kit / "wheels")]
     names = [r.split("==")[0] for r in KIT_WHEELS if not r.startswith("xgboost")]
     note = "resolved against the VM's packages"
@@ -237,8 +247,11 @@ class Journal:
                 }
         return {"cases": cases, "trainer_over_bare": ratios}
 
+    def document(self) -> dict:
+        return {**self.header, **self.summary(), "records": self.records}
+
     def write(self) -> None:
-        document = {**self.header, **self.summary(), "records": self.records}
+        document = self.document()
         partial = self.output.with_suffix(".json.partial")
         partial.write_text(json.dumps(document, indent=1) + "\n")
         partial.replace(self.output)  # never a half-written file
@@ -280,7 +293,7 @@ class Sizes:
     def __post_init__(self):
         if self.tiny:
             self.warmup, self.timed, self.tokens_per_step, self.imdb_batch = 2, 6, 1024, 4
-            self.eval_reviews, self.rows, self.eval_rows = 16, 20_000, 2_000
+            self.eval_reviews, self.rows, self.eval_rows = 16, 5_000, 1_000
             self.rounds_window = (5, 25)
             self.pytorch_estimate_s, self.xgboost_estimate_s = 20.0, 10.0
         steps = self.warmup + self.timed + 1
@@ -594,11 +607,19 @@ def main(argv: list[str] | None = None) -> int:
         "bench/.work/tiny/results-gpu.json with --tiny); a .jsonl beside it gets each record",
     )
     parser.add_argument("--quick", action="store_true", help="one pass (--repeats 1)")
+    parser.add_argument(
+        "--readme-from",
+        metavar="RESULTS",
+        help="write README.md's GPU section from a results file fetched from the GPU VM",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats = 1
     if args.kit:
         return make_kit()
+    if args.readme_from:
+        update_readme(json.loads(Path(args.readme_from).read_text()))
+        return 0
     interpreters = {}
     for item in args.python:
         framework, _, path = item.partition("=")
@@ -674,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
     journal.add("end", seconds=round(args.budget - budget.left(), 1))
     bench.log(f"wrote {output} and {output.with_suffix('.jsonl')}")
     if output.resolve() == (BENCH / "results-gpu.json").resolve():
-        update_readme(journal)
+        update_readme(journal.document())
     return status
 
 
@@ -682,9 +703,9 @@ def main(argv: list[str] | None = None) -> int:
 # The README's GPU section
 
 
-def render(journal: Journal) -> str:
-    summary = journal.summary()
-    header = journal.header
+def render(document: dict) -> str:
+    """The README's GPU section for a results document (``Journal.document()``)."""
+    summary = header = document
     lines = [
         f"Measured {header['date']} on **{header['device']}**, `{header['mode']}` mode, "
         f"budget {header['budget_s']:.0f} s; {header['machine']['cores']} CPU cores "
@@ -699,15 +720,15 @@ def render(journal: Journal) -> str:
     lines += ["", "| Pair | Trainer ÷ bare loop |", "|---|---|"]
     for pair, entry in summary["trainer_over_bare"].items():
         lines.append(f"| {pair} | **{entry['trainer_over_bare']:.3f}×** |")
-    skipped = [r for r in journal.records if r["kind"] in ("skipped", "failed")]
+    skipped = [r for r in document["records"] if r["kind"] in ("skipped", "failed")]
     for record in skipped:
         what = record.get("case") or record.get("framework")
         lines.append(f"\n{record['kind']}: {what}: {record.get('why') or record.get('error')}")
     return "\n".join(lines)
 
 
-def update_readme(journal: Journal) -> None:
-    if not journal.summary()["cases"]:
+def update_readme(document: dict) -> None:
+    if not document["cases"]:
         return
     readme = BENCH / "README.md"
     text = readme.read_text()
@@ -716,7 +737,7 @@ def update_readme(journal: Journal) -> None:
         return
     head, rest = text.split(README_START, 1)
     _, tail = rest.split(README_END, 1)
-    readme.write_text(f"{head}{README_START}\n{render(journal)}\n{README_END}{tail}")
+    readme.write_text(f"{head}{README_START}\n{render(document)}\n{README_END}{tail}")
 
 
 if __name__ == "__main__":
