@@ -284,7 +284,7 @@ BAD = [
         csv(frame().assign(note=[f"customer said thing {i}" for i in range(ROWS)])),
         GOOD,
         "binary",
-        "{train}: feature column 'note' is text with 40",
+        "feature column 'note' is text with 40",  # merge() has no file name to give
     ),
     (
         "latin-1",
