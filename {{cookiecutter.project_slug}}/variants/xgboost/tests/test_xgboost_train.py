@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -71,8 +72,17 @@ def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_pat
     # The Experiment run: the flags, each evaluation, the exported model's metric.
     logged = experiment_run.logged()
     assert logged["_params"]["num_boost_round"] == 30 and logged["_state"] == "COMPLETE"
-    assert [e["step"] for e in experiment_run.evaluations()] == [10, 20, 30]
+    # Each evaluation comes with its rounds' speed; the last point is the whole run's speed
+    # with the time spent in checkpoints (3 saves) and evaluation.
+    evaluations = experiment_run.evaluations()
+    assert [e["step"] for e in evaluations] == [10, 20, 30, 30]
+    assert all(e["rounds_per_second"] > 0 and e["rows_per_second"] > 0 for e in evaluations)
+    assert evaluations[-1]["checkpoint_seconds"] > 0 and evaluations[-1]["evaluation_seconds"] > 0
     assert logged["_metrics"]["final_auc"] == pytest.approx(metadata["metric"]["value"])
+    # The same figures in the chief's log: rounds 1-10, 11-20, 21-30, then 1-30 with the totals.
+    speed = re.findall(r"Speed, rounds (\d+-\d+): [\d.]+ rounds/s, \S+ rows/s, (.*)", result.stderr)
+    assert [rounds for rounds, _ in speed] == ["1-10", "11-20", "21-30", "1-30"], speed
+    assert re.match(r"[\d.]+ ms per round; checkpoints [\d.]+ s \(3\), evaluation", speed[-1][1])
     # Checkpoints follow the complete-marker protocol; the newest two are kept.
     kept = sorted(p.name for p in (base / "checkpoints").iterdir())
     assert kept == ["checkpoint-20", "checkpoint-30"]

@@ -13,7 +13,7 @@ import tempfile
 import xgboost as xgb
 from xgboost.callback import TrainingCallback
 
-from trainer import checkpoints, hptune, runtime, tracking
+from trainer import checkpoints, hptune, runtime, throughput, tracking
 from trainer.cli import InputError
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def cpu_count() -> int:
 
 class MetricReporter(TrainingCallback):
     """Log the eval metric and report it for hyperparameter tuning (and to the Experiment run)
-    every ``every`` rounds.
+    every ``every`` rounds, with the training speed of those rounds (``throughput``).
 
     Without early stopping, XGBoost is not given the eval set (scoring it after every round
     costs about 12% of training time); the metric is computed here, every ``every`` rounds.
@@ -67,6 +67,7 @@ class MetricReporter(TrainingCallback):
         every: int,
         total: int,
         tracker: tracking.Tracker | None = None,
+        speed: throughput.Throughput | None = None,
     ):
         super().__init__()
         self.reporter = reporter
@@ -75,6 +76,11 @@ class MetricReporter(TrainingCallback):
         self.data_name = data_name
         self.every = every
         self.total = total
+        self.speed = speed or throughput.Throughput(rows=0)
+
+    def before_training(self, model):
+        self.speed.start(model.num_boosted_rounds())
+        return model
 
     def after_iteration(self, model, epoch, evals_log) -> bool:
         rounds = model.num_boosted_rounds()
@@ -83,7 +89,10 @@ class MetricReporter(TrainingCallback):
             if logged:
                 value = logged[-1][0] if isinstance(logged[-1], tuple) else logged[-1]
             else:
-                value = evaluate(model, self.data, self.data_name, self.reporter.tag)
+                with self.speed.timing("evaluation"):
+                    value = evaluate(model, self.data, self.data_name, self.reporter.tag)
+            first = self.speed.mark[1] + 1
+            figures = self.speed.interval(rounds)
             logger.info(
                 "round %d/%d: %s-%s=%.6g",
                 rounds,
@@ -93,7 +102,9 @@ class MetricReporter(TrainingCallback):
                 value,
             )
             self.reporter.report(value, rounds)
-            self.tracker.log_evaluation({self.reporter.tag: value}, rounds)
+            if self.reporter.enabled:  # the chief's speed
+                throughput.log_interval(first, rounds, figures)
+            self.tracker.log_evaluation({self.reporter.tag: value, **figures}, rounds)
         return False
 
 

@@ -110,7 +110,7 @@ def save_checkpoint(booster: xgb.Booster, publishing: publisher.Publisher) -> No
 class Checkpointer(TrainingCallback):
     """Checkpoint every ``every`` rounds, every ``minutes`` minutes and at the end (rank 0)."""
 
-    def __init__(self, root: str, every: int, minutes: float, enabled: bool):
+    def __init__(self, root: str, every: int, minutes: float, enabled: bool, speed=None):
         super().__init__()
         self.root = root
         self.every = every
@@ -118,11 +118,16 @@ class Checkpointer(TrainingCallback):
         self.enabled = enabled
         self.saved_at = -1
         self.publisher = publisher.Publisher(root)
+        self.speed = speed  # a throughput.Throughput that adds up the time of the saves
 
     def save(self, booster: xgb.Booster) -> None:
         rounds = booster.num_boosted_rounds()
         if self.enabled and rounds != self.saved_at:
-            save_checkpoint(booster, self.publisher)
+            if self.speed is not None:
+                with self.speed.timing("checkpoint"):
+                    save_checkpoint(booster, self.publisher)
+            else:
+                save_checkpoint(booster, self.publisher)
             self.saved_at = rounds
             self.interval.reset()
 

@@ -15,7 +15,17 @@ import time
 import pandas as pd
 import xgboost as xgb
 
-from trainer import cli, data, distributed, model, objectives, preemption, resume, tracking
+from trainer import (
+    cli,
+    data,
+    distributed,
+    model,
+    objectives,
+    preemption,
+    resume,
+    throughput,
+    tracking,
+)
 from trainer import schema as schemas
 from trainer.context import RunContext
 from trainer.preemption_hook import ExitBeforeTheVMStops, StopOnNotice, stopped_early
@@ -119,8 +129,19 @@ def train_and_export(args: argparse.Namespace, ctx: RunContext, notice: preempti
         reporter = ctx.metric_reporter(tag)  # the chief's: one file writer
         tracker = tracking.start(args, cluster.is_chief, cluster.trial)  # job.experiment
         start = resume.restore(checkpoint_dir, group, objective, schema, args.num_boost_round)
+        speed = throughput.Throughput(sum(rows))
         booster = boost(
-            args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter, notice, tracker
+            args,
+            params,
+            dtrain,
+            deval,
+            start,
+            checkpoint_dir,
+            cluster,
+            reporter,
+            notice,
+            tracker,
+            speed,
         )
         stopped_early(notice, booster, args.num_boost_round)
 
@@ -131,8 +152,13 @@ def train_and_export(args: argparse.Namespace, ctx: RunContext, notice: preempti
         # The study's last measurement is the exported model's metric. It is reported at the
         # last round trained, the highest step, so that it also comes last by step.
         preemption.drill_step_pause()  # drills only: the evaluation of a real model takes time
-        value = model.evaluate(model.configure(exported, params), deval, EVAL_NAME, tag)
+        with speed.timing("evaluation"):
+            value = model.evaluate(model.configure(exported, params), deval, EVAL_NAME, tag)
         reporter.report(value, booster.num_boosted_rounds())
+        if cluster.is_chief and booster.num_boosted_rounds() > speed.first_round:
+            totals = speed.totals(booster.num_boosted_rounds())
+            throughput.log_totals(speed, booster.num_boosted_rounds(), totals)
+            tracker.log_evaluation(totals, booster.num_boosted_rounds())
         logger.info(
             "Trained %d rounds (model: %d) in %.1f s on %s; %s-%s=%.6g",
             booster.num_boosted_rounds(),
@@ -182,14 +208,27 @@ def check_metric_defined(metric: str, labels, source: str, classes: list | None)
 
 
 def boost(
-    args, params, dtrain, deval, start, checkpoint_dir, cluster, reporter, notice=None, tracker=None
+    args,
+    params,
+    dtrain,
+    deval,
+    start,
+    checkpoint_dir,
+    cluster,
+    reporter,
+    notice=None,
+    tracker=None,
+    speed=None,
 ) -> xgb.Booster:
     """Boost the rounds still missing after ``start``, with checkpoints and metric reports;
-    on a preemption ``notice``, stop after the round all replicas agree on, saved."""
+    on a preemption ``notice``, stop after the round all replicas agree on, saved. ``speed``
+    (a ``throughput.Throughput``) times the rounds, checkpoints and evaluations."""
     done = start.num_boosted_rounds() if start is not None else 0
     remaining = args.num_boost_round - done
+    speed = speed or throughput.Throughput(rows=dtrain.num_row())
+    speed.start(done)
     checkpointer = resume.Checkpointer(
-        checkpoint_dir, args.checkpoint_rounds, args.checkpoint_minutes, cluster.is_chief
+        checkpoint_dir, args.checkpoint_rounds, args.checkpoint_minutes, cluster.is_chief, speed
     )
     checkpointer.saved_at = done
     # Order matters: XGBoost calls a round's callbacks in list order and skips the rest once one
@@ -198,7 +237,7 @@ def boost(
     # stops, the metric is reported and the checkpoint saved by the final steps instead.
     callbacks = [
         model.MetricReporter(
-            reporter, deval, EVAL_NAME, args.report_rounds, args.num_boost_round, tracker
+            reporter, deval, EVAL_NAME, args.report_rounds, args.num_boost_round, tracker, speed
         ),
         checkpointer,
     ]
