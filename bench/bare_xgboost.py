@@ -1,4 +1,4 @@
-"""The bare XGBoost baseline: pandas, ``DMatrix`` and ``xgb.train``, nothing else.
+"""The bare XGBoost baseline: pandas, ``QuantileDMatrix`` and ``xgb.train``, nothing else.
 
 Same CSV or Parquet file and the same booster parameters as the generated trainer; no
 checkpoints, no metric reporting. With ``--eval-data``, the eval set's AUC every
@@ -31,7 +31,8 @@ def main() -> None:
     args = parser.parse_args()
 
     frame = read_table(args.train_data)
-    train = xgb.DMatrix(frame.drop(columns=["label"]), label=frame["label"])
+    # QuantileDMatrix, as the trainer: the features binned once, the eval set with its bins.
+    train = xgb.QuantileDMatrix(frame.drop(columns=["label"]), label=frame["label"])
     params = {
         "objective": "binary:logistic",
         "tree_method": "hist",
@@ -48,7 +49,9 @@ def main() -> None:
     callbacks = []
     if args.eval_data:
         frame = read_table(args.eval_data)
-        evaluation = xgb.DMatrix(frame.drop(columns=["label"]), label=frame["label"])
+        evaluation = xgb.QuantileDMatrix(
+            frame.drop(columns=["label"]), label=frame["label"], ref=train
+        )
         callbacks.append(EvalEvery(evaluation, args.eval_rounds))
         params["eval_metric"] = "auc"
     xgb.train(params, train, num_boost_round=args.num_boost_round, callbacks=callbacks)
