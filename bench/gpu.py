@@ -242,6 +242,10 @@ class Journal:
                 bare = cases["bare_" + name[8:]]
                 ratios[name[8:]] = {
                     "trainer_over_bare": round(cases[name]["median"] / bare["median"], 3),
+                    # Wall milliseconds the trainer adds per unit (an XGBoost round, a sample).
+                    "overhead_ms_each": round(
+                        1000 / cases[name]["median"] - 1000 / bare["median"], 4
+                    ),
                     "repeats": [len(cases[name]["rates"]), len(bare["rates"])],
                     "device": cases[name]["device"],
                 }

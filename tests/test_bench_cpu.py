@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import TEMPLATE
 
 sys.path.insert(0, str(TEMPLATE / "bench"))
@@ -40,12 +42,15 @@ def test_extra_overhead_pairs_are_ratios_of_median_cpu_throughputs(tmp_path):
     seconds = {case.name: [1.0, 1.0, 1.0] for case in setup.cases}
     seconds["trainer_small_bert"] = [12.5, 12.5, 50.0]
     seconds["bare_small_bert"] = [10.0, 10.0, 10.0]
+    seconds["trainer"] = [1.25, 1.25, 1.25]  # 0.25 CPU s more than "bare" over the window
     runs = {name: [measured(s) for s in values] for name, values in seconds.items()}
     result = bench.summarize(setup, runs)
     small = result["overheads"]["BERT with 4 layers, hidden 256"]
     assert small["ratio"] == 0.8  # medians: (work / 12.5) / (work / 10)
     assert small["range"] == [0.2, 0.8]
     assert result["cases"]["bare_small_bert"]["throughput"] == round(work / 10.0, 3)
+    # The per-unit overhead over the bare loop: 0.25 CPU s spread over the window's work.
+    assert result["overhead_cpu_ms_each"] == pytest.approx(250 / work, rel=0.01)
     rows = report.speedup_table({"variants": {"pytorch": result}})
     assert any("trainer ÷ bare loop: BERT with 4 layers, hidden 256 | **0.80×**" in r for r in rows)
 

@@ -168,9 +168,18 @@ def test_the_budget_runs_what_fits_in_order_and_writes_after_every_case(tmp_path
     gpu.run_cases(groups, repeats=3, budget=budget, journal=journal, measure=measure)
     assert order == [("bare_512", 130), ("trainer_512", 90), ("bare_128", 50)]
     results = json.loads((tmp_path / "r.json").read_text())
-    assert results["trainer_over_bare"] == {
-        "512": {"trainer_over_bare": 0.8, "repeats": [1, 1], "device": "NVIDIA H200"}
+    per_unit_ms = {
+        name: 1000 / results["cases"][name]["median"] for name in ("bare_512", "trainer_512")
     }
+    assert results["trainer_over_bare"] == {
+        "512": {
+            "trainer_over_bare": 0.8,
+            "overhead_ms_each": round(per_unit_ms["trainer_512"] - per_unit_ms["bare_512"], 4),
+            "repeats": [1, 1],
+            "device": "NVIDIA H200",
+        }
+    }
+    assert results["trainer_over_bare"]["512"]["overhead_ms_each"] > 0  # the slower trainer
     assert results["cases"]["bare_128"]["median"] == 20.0
     kinds = [r["kind"] for r in results["records"]]
     assert kinds[:4] == ["start", "case", "case", "case"]
