@@ -685,9 +685,10 @@ def main() -> int:
             framework, args.quick, repeats, tests, interpreters.get(framework)
         )
         variant = results["variants"][framework]
+        unit = variant["throughput_unit"].split("/")[0].rstrip("s")  # "rounds/s": a round
         log(
             f"{framework}: overhead ratio {variant['overhead_ratio']} "
-            f"({variant['overhead_cpu_ms_each']} CPU ms per {variant['throughput_unit'][:-2]}), "
+            f"({variant['overhead_cpu_ms_each']} CPU ms per {unit}), "
             f"speed-up vs sample "
             f"{variant['speedup_vs_sample']}, checkpoint time ratio "
             f"{variant['checkpoint_time_ratio']}"
