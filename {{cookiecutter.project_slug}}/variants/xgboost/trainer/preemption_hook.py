@@ -42,12 +42,17 @@ class StopOnNotice(TrainingCallback):
         self.notice = notice
         self.checkpointer = checkpointer
         self.distributed = distributed
+        # Read once, not every round: 0 outside the drills.
+        self.drill_pause = preemption.drill_step_seconds()
 
     def before_iteration(self, model, epoch, evals_log) -> bool:
-        preemption.drill_step_pause()  # drills only: the round's work at a real round time
+        if self.drill_pause:  # drills only: the round's work at a real round time
+            preemption.drill_step_pause(self.drill_pause)
         return False
 
     def after_iteration(self, model, epoch, evals_log) -> bool:
+        if not self.distributed and not self.notice.received:
+            return False  # the common round on one replica: nothing to agree on
         flag = int(self.notice.received)
         if self.distributed:
             from xgboost import collective
