@@ -95,3 +95,19 @@ def report_final_model(trainer: Trainer, report: ReportMetric) -> None:
         # Resumed from the final checkpoint (a restart before the export): the final model's
         # accuracy was measured, and reported, by the earlier attempt.
         report.report(values[-1], step)
+
+
+def report_time_spent(summary: dict, step: int, tracker: tracking.Tracker, is_rank0: bool) -> None:
+    """The attempt's time in checkpoints and evaluations (``throughput.Throughput.summary``),
+    to the log and, with the last speed measured, to the Experiment run."""
+    if not is_rank0:
+        return
+    logger.info(
+        "Time spent: %.1f s training, %.1f s in %d checkpoints, %.1f s in %d evaluations",
+        summary["training_seconds"],
+        summary["checkpoint_seconds"],
+        summary["checkpoints"],
+        summary["evaluation_seconds"],
+        summary["evaluations"],
+    )
+    tracker.log_evaluation(summary, step)
