@@ -97,11 +97,8 @@ def report_final_model(trainer: Trainer, report: ReportMetric) -> None:
         report.report(values[-1], step)
 
 
-def report_time_spent(summary: dict, step: int, tracker: tracking.Tracker, is_rank0: bool) -> None:
-    """The attempt's time in checkpoints and evaluations (``throughput.Throughput.summary``),
-    to the log and, with the last speed measured, to the Experiment run."""
-    if not is_rank0:
-        return
+def log_time_spent(summary: dict) -> None:
+    """The attempt's time training, in checkpoints and in evaluations (``Throughput.summary``)."""
     logger.info(
         "Time spent: %.1f s training, %.1f s in %d checkpoints, %.1f s in %d evaluations",
         summary["training_seconds"],
@@ -110,4 +107,3 @@ def report_time_spent(summary: dict, step: int, tracker: tracking.Tracker, is_ra
         summary["evaluation_seconds"],
         summary["evaluations"],
     )
-    tracker.log_evaluation(summary, step)

@@ -273,12 +273,13 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
         preemption_hook.save_after_evaluation_stopped(trainer)
     preemption_hook.stopped_early(notice, trainer.state)
     reporting.report_final_model(trainer, report)
-    reporting.report_time_spent(speed.summary(), trainer.state.global_step, tracker, is_rank0)
 
     if is_rank0:
         staging = os.path.join(work_dir, "export")
         models.export(trainer.model, tokenizer, ctx.model_dir.local(), staging, args.max_seq_length)
-        tracker.finish({METRIC: report.last_value})  # the exported model's (report_final_model)
+        reporting.log_time_spent(speed.summary())
+        # The exported model's accuracy (report_final_model), the time spent and the last speed.
+        tracker.finish({METRIC: report.last_value, **speed.summary()})
     if dist.is_available() and dist.is_initialized():  # only in torchrun workers
         dist.barrier()  # every rank is past the export
         distributed.end_worker(0)
