@@ -13,6 +13,18 @@ from trainer import batches, task, throughput, train
 from trainer import model as models
 
 
+@pytest.fixture
+def fresh_dynamo():
+    """torch.compile's caches and counters empty before, and emptied after (shared workers)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    yield counters
+    torch._dynamo.reset()
+
+
 def _example(length: int) -> dict[str, list[int]]:
     """A tokenized example of ``length`` tokens (ids of the tiny vocabulary)."""
     return {
@@ -52,16 +64,12 @@ def test_batches_are_padded_to_multiples_of_64_and_unpadded_ones_lose_the_mask(t
     assert batches.padding_multiple(compiled=False, mixed_precision=False) is None
 
 
-def test_new_batch_lengths_padded_to_64_compile_nothing_new(tiny_bert):
+def test_new_batch_lengths_padded_to_64_compile_nothing_new(tiny_bert, fresh_dynamo):
     """Guards, not code generation, decide recompiles: the "eager" backend shows them cheaply."""
-    import torch._dynamo
-    from torch._dynamo.utils import counters
-
+    counters = fresh_dynamo
     tokenizer = models.load_tokenizer(tiny_bert)
     model = models.load_model(tiny_bert, ["negative", "positive"]).eval()
     collate = batches.PaddingCollator(tokenizer, pad_to_multiple_of=64)
-    torch._dynamo.reset()
-    counters.clear()
     compiled = torch.compile(model, backend="eager")
     graphs = []
     for length in (3, 9, 17, 30, 45, 63):  # a new longest length in every batch, all under 64
@@ -128,7 +136,7 @@ def _losses(output: str) -> list[float]:
 
 @pytest.mark.slow  # 40 s on 2 loaded cores: two runs and a trace of forward and backward
 def test_compiled_training_gives_the_losses_of_eager_training(
-    tiny_bert, csv_data, tmp_path, capsys, monkeypatch
+    tiny_bert, csv_data, tmp_path, capsys, monkeypatch, fresh_dynamo
 ):
     """Three steps through the trainer with ``--torch-compile``, against eager ones.
 
@@ -136,9 +144,7 @@ def test_compiled_training_gives_the_losses_of_eager_training(
     the whole compile path but inductor's code generation, which takes minutes on a loaded CPU;
     the GPU tier (test_pytorch_gpu.py) compiles with inductor.
     """
-    import torch._dynamo
-    from torch._dynamo.utils import counters
-
+    counters = fresh_dynamo
     # The same padding in both runs: dropout draws its masks by shape.
     monkeypatch.setattr(batches, "padding_multiple", lambda *_: batches.COMPILED_PADDING_MULTIPLE)
     argv = [*base_args(tiny_bert, csv_data, tmp_path / "eager"), "--max-steps=3"]
@@ -154,7 +160,6 @@ def test_compiled_training_gives_the_losses_of_eager_training(
         return options
 
     monkeypatch.setattr(train, "training_arguments", cheap_backend)
-    torch._dynamo.reset()
     counters.clear()
     argv = [*base_args(tiny_bert, csv_data, tmp_path / "compiled"), "--max-steps=3"]
     assert task.main([*argv, "--torch-compile"]) == 0
