@@ -64,6 +64,7 @@ def test_batches_are_padded_to_multiples_of_64_and_unpadded_ones_lose_the_mask(t
     assert batches.padding_multiple(compiled=False, mixed_precision=False) is None
 
 
+@pytest.mark.slow  # 13-45 s on 2 loaded cores: tracing the tiny BERT
 def test_new_batch_lengths_padded_to_64_compile_nothing_new(tiny_bert, fresh_dynamo):
     """Guards, not code generation, decide recompiles: the "eager" backend shows them cheaply."""
     counters = fresh_dynamo
