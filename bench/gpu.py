@@ -15,7 +15,9 @@ HIGGS-like rows, depth 6), in this order, then again while the budget lasts:
 ``bare_512``/``trainer_512`` and ``bare_128``/``trainer_128`` (every example padded, 8,192
 tokens a step), ``bare_cuda``/``trainer_cuda`` (XGBoost, the same eval set scored every 10
 rounds in both), ``trainer_imdb`` (the trainer's defaults: IMDB-shaped lengths up to 512
-tokens, dynamic padding, batches grouped by length), ``bare_cpu``/``trainer_cpu`` (XGBoost's
+tokens, dynamic padding, batches grouped by length), ``trainer_compiled_128`` and
+``trainer_compiled_imdb`` (the same two with ``--torch-compile``, each after its eager case),
+``bare_cpu``/``trainer_cpu`` (XGBoost's
 CPU ``hist`` on every core). Throughput is timed like run.py (probe.py: the start of every
 optimizer step or boosting round, over a window after warm-up); every record names the device.
 Without an NVIDIA GPU (and without ``--device cpu``) it prints ``no GPU: skipped`` and exits 0.
@@ -292,6 +294,7 @@ class Sizes:
     eval_rows: int = 10_000
     rounds_window: tuple[int, int] = (20, 220)
     pytorch_estimate_s: float = 30.0
+    compile_estimate_s: float = 60.0  # torch.compile of BERT-base: 30-45 s measured on an H200
     xgboost_estimate_s: float = 20.0
 
     def __post_init__(self):
@@ -300,6 +303,7 @@ class Sizes:
             self.eval_reviews, self.rows, self.eval_rows = 16, 5_000, 1_000
             self.rounds_window = (5, 25)
             self.pytorch_estimate_s, self.xgboost_estimate_s = 20.0, 10.0
+            self.compile_estimate_s = 60.0
         steps = self.warmup + self.timed + 1
         self.reviews = steps * max(self.tokens_per_step // 128, self.imdb_batch)
 
@@ -349,6 +353,18 @@ def pytorch_cases(data: Path, sizes: Sizes, precision: str) -> list[Case]:
             extra,
         )
     )
+    # The compiled fast path (--torch-compile): compilation runs in the warm-up steps.
+    compiled_128 = next(case for case in cases if case.name == "trainer_128")
+    for name, base in (
+        ("trainer_compiled_128", compiled_128),
+        ("trainer_compiled_imdb", cases[-1]),
+    ):
+        extra = {**base.extra, "torch_compile": True}
+        estimate = sizes.pytorch_estimate_s + sizes.compile_estimate_s
+        argv = [*base.argv, "--torch-compile"]
+        cases.append(
+            Case(name, "pytorch", argv, base.window, base.work, base.unit, estimate, extra)
+        )
     return cases
 
 
@@ -391,8 +407,10 @@ def ordered(pytorch: list[Case], xgboost: list[Case]) -> list[list[Case]]:
     groups = [
         [torch.get("bare_512"), torch.get("trainer_512")],
         [torch.get("bare_128"), torch.get("trainer_128")],
+        [torch.get("trainer_compiled_128")],
         [xgb.get("bare_cuda"), xgb.get("trainer_cuda")],
         [torch.get("trainer_imdb")],
+        [torch.get("trainer_compiled_imdb")],
         [xgb.get("bare_cpu"), xgb.get("trainer_cpu")],
     ]
     return [kept for group in groups if (kept := [case for case in group if case])]

@@ -7,6 +7,7 @@ reason; on a GPU VM: ``make test-gpu`` or ``python -m pytest -m gpu -rs``.
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -26,7 +27,7 @@ from conftest import (
 )
 from vertex_trainer_tools.testing import read_metrics
 
-from trainer import checkpoints
+from trainer import checkpoints, throughput
 
 
 def _no_cuda_reason() -> str:
@@ -162,3 +163,41 @@ def test_one_replica_trains_one_process_per_gpu(tiny_bert, tmp_path):
     assert [int(record["global_step"]) for record in records] == [4], records
     _check_finite_losses(job)
     assert (job / "model" / "model.safetensors").is_file()
+
+
+def test_compiled_training_resumes_and_logs_model_flops(tiny_bert, csv_data, tmp_path):
+    """``--torch-compile`` on a GPU: the losses of eager steps, checkpoints of the uncompiled
+    weights that a second run resumes from, and the speed with model-FLOPs use in the log."""
+    job = tmp_path / "job"
+    argv = [*base_args(tiny_bert, csv_data, job), "--max-steps=4", "--save-steps=2"]
+    argv += ["--nproc-per-node=1", "--precision=fp32"]
+    env = trainer_env(CUDA_VISIBLE_DEVICES=_first_gpu())
+
+    def run(extra: list[str]) -> str:
+        command = [sys.executable, "-m", "trainer.task", *argv, *extra]
+        result = subprocess.run(
+            command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600
+        )
+        assert result.returncode == 0, result.stderr[-4000:]
+        return result.stdout + result.stderr
+
+    eager = run([f"--job-dir={tmp_path / 'eager'}"])
+    compiled = run(["--torch-compile"])
+    losses = [_printed_losses(log) for log in (eager, compiled)]
+    assert len(losses[1]) == 4 and losses[1] == pytest.approx(losses[0], rel=1e-2), losses
+    speed = [line for line in compiled.splitlines() if "Speed at step" in line]
+    assert speed and all("examples/s" in line for line in speed), compiled[-4000:]
+    if throughput.peak_tflops(torch.cuda.get_device_name(0)):
+        assert all("% of peak" in line for line in speed), speed
+    # Resume the compiled run from its checkpoint: the state dict has no _orig_mod prefix.
+    resumed = run(["--torch-compile", "--max-steps=6"])
+    assert "Resuming from checkpoint-4" in resumed, resumed[-4000:]
+    newest = checkpoints.latest_complete(str(job / "checkpoints"))
+    assert newest is not None and newest.path.endswith("checkpoint-6")
+    _check_finite_losses(job)
+
+
+def _printed_losses(log: str) -> list[float]:
+    """The losses in the dicts the Trainer prints (transformers 5 prints numbers as text)."""
+    logs = [ast.literal_eval(line) for line in log.splitlines() if line.startswith("{'loss'")]
+    return [float(entry["loss"]) for entry in logs]

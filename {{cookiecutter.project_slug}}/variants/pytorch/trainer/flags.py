@@ -106,6 +106,20 @@ def add_arguments(parser) -> None:
         default=-1,
         help="data loader processes per training process (-1: 4 on GPU, 0 on CPU)",
     )
+    group.add_argument(
+        "--torch-compile",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="compile the model with torch.compile (TrainingArguments.torch_compile): faster "
+        "steps on a GPU after a compilation of about a minute; batches are padded to "
+        "multiples of 64 so that new lengths reuse the compiled graphs",
+    )
+    group.add_argument(
+        "--torch-compile-mode",
+        choices=["default", "reduce-overhead", "max-autotune"],
+        default="default",
+        help="torch.compile's mode, with --torch-compile",
+    )
 
     group = parser.add_argument_group("evaluation and checkpoints")
     group.add_argument(

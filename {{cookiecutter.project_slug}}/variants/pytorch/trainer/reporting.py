@@ -95,3 +95,15 @@ def report_final_model(trainer: Trainer, report: ReportMetric) -> None:
         # Resumed from the final checkpoint (a restart before the export): the final model's
         # accuracy was measured, and reported, by the earlier attempt.
         report.report(values[-1], step)
+
+
+def log_time_spent(summary: dict) -> None:
+    """The attempt's time training, in checkpoints and in evaluations (``Throughput.summary``)."""
+    logger.info(
+        "Time spent: %.1f s training, %.1f s in %d checkpoints, %.1f s in %d evaluations",
+        summary["training_seconds"],
+        summary["checkpoint_seconds"],
+        summary["checkpoints"],
+        summary["evaluation_seconds"],
+        summary["evaluations"],
+    )

@@ -20,10 +20,11 @@ import tempfile
 import datasets
 import torch
 import torch.distributed as dist
-from transformers import DataCollatorWithPadding, TrainingArguments, set_seed
+from transformers import TrainingArguments, set_seed
 from transformers.utils import logging as hf_logging
 
 from trainer import (
+    batches,
     cli,
     data,
     distributed,
@@ -31,8 +32,8 @@ from trainer import (
     preemption_hook,
     reporting,
     resume,
+    throughput,
     tracking,
-    training_order,
 )
 from trainer import model as models
 from trainer.context import RunContext
@@ -156,8 +157,13 @@ def training_arguments(args, output_dir: str) -> TrainingArguments:
         dataloader_pin_memory=cuda,
         dataloader_persistent_workers=workers > 0,
         report_to="none",
+        # Its NaN check reads every step's loss on the host: a wait for the GPU at each step.
+        logging_nan_inf_filter=False,
+        torch_compile=args.torch_compile,
         disable_tqdm=True,  # progress bars flood Cloud Logging; losses are logged as lines
     )
+    if args.torch_compile:
+        options["torch_compile_mode"] = args.torch_compile_mode
     if distributed.is_worker():
         options["ddp_backend"] = "nccl" if cuda else "gloo"
     fields = {field.name for field in dataclasses.fields(TrainingArguments)}
@@ -236,26 +242,30 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
     # job.experiment: the chief's rank 0 logs to the job's Experiment run.
     tracker = tracking.start(args, is_rank0 and ctx.cluster.is_chief, ctx.cluster.trial)
     report = reporting.ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0), tracker)
+    speed = throughput.Throughput(model, training_args.device)
     callbacks = [
         report,
         resume.MirrorCheckpoints(checkpoint_dir, args.checkpoint_minutes, KEEP_CHECKPOINTS, notice),
         reporting.LogProgress(),
+        speed,  # before TensorBoard's: it adds the speed to the logs TensorBoard writes
     ]
     if is_rank0:
         board = reporting.tensorboard_callback(ctx.tensorboard_dir)
         if board is not None:
             callbacks.append(board)
-    padding_multiple = 8 if (training_args.fp16 or training_args.bf16) else None
-    trainer = training_order.SeededOrderTrainer(
+    mixed_precision = training_args.fp16 or training_args.bf16
+    multiple = batches.padding_multiple(args.torch_compile, mixed_precision)
+    trainer = throughput.MeasuredTrainer(
         model=model,
         args=training_args,
         train_dataset=train_set,
         eval_dataset=eval_set,
         processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer, pad_to_multiple_of=padding_multiple),
+        data_collator=batches.PaddingCollator(tokenizer, pad_to_multiple_of=multiple),
         compute_metrics=compute_metrics,
         preprocess_logits_for_metrics=_argmax,
         callbacks=callbacks,
+        throughput=speed,
     )
     try:
         trainer.train(resume_from_checkpoint=resume_from)
@@ -267,7 +277,9 @@ def _train(args, ctx: RunContext, work_dir: str) -> int:
     if is_rank0:
         staging = os.path.join(work_dir, "export")
         models.export(trainer.model, tokenizer, ctx.model_dir.local(), staging, args.max_seq_length)
-        tracker.finish({METRIC: report.last_value})  # the exported model's (report_final_model)
+        reporting.log_time_spent(speed.summary())
+        # The exported model's accuracy (report_final_model), the time spent and the last speed.
+        tracker.finish({METRIC: report.last_value, **speed.summary()})
     if dist.is_available() and dist.is_initialized():  # only in torchrun workers
         dist.barrier()  # every rank is past the export
         distributed.end_worker(0)

@@ -1,0 +1,190 @@
+"""Training speed in the logs: examples/s, tokens/s, step time and, on a GPU, model-FLOPs use.
+
+Every logging interval the chief logs these figures (and they go to TensorBoard with the loss);
+at the end it logs the time spent in checkpoints and evaluations, also to the Experiment run.
+Nothing here waits for the GPU at every step: shapes are counted on the host, the non-pad
+tokens add up on the device and are read once per logging interval (when the Trainer reads the
+loss anyway), and the time is the wall time between two log points, less the checkpoints and
+evaluations between them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+import torch
+from transformers import TrainerCallback
+
+from trainer import training_order
+
+logger = logging.getLogger(__name__)
+
+# Dense (no sparsity) bf16 tensor-core peak per GPU in TFLOPS, from NVIDIA's data sheets; T4 and
+# V100 have no bf16 tensor cores: their fp16 peak. H100 PCIe's is lower than the SXM part's.
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "T4": 65.0, "V100": 125.0}
+H100_PCIE_TFLOPS = 756.0
+_GPU_NAME = re.compile(r"\b(H200|H100|A100|L4|T4|V100)\b")
+
+
+def peak_tflops(device_name: str) -> float | None:
+    """The GPU's dense peak by its name (``torch.cuda.get_device_name``); None if unknown."""
+    match = _GPU_NAME.search(device_name.upper())
+    if match is None:
+        return None
+    if match.group(1) == "H100" and "PCIE" in device_name.upper():
+        return H100_PCIE_TFLOPS
+    return PEAK_TFLOPS[match.group(1)]
+
+
+class FlopsModel:
+    """Model FLOPs of a training step, as issue 27 defines them: per token 6 x non-embedding
+    parameters + 12 x layers x hidden size x sequence length (the attention scores), for every
+    token the model computes, padding included."""
+
+    def __init__(self, model):
+        config = model.config
+        embedding = sum(
+            parameter.numel()
+            for name, parameter in model.named_parameters()
+            if ".embeddings." in f".{name}"
+        )
+        total = sum(parameter.numel() for parameter in model.parameters())
+        self.non_embedding = total - embedding
+        self.attention = 12 * config.num_hidden_layers * config.hidden_size
+
+    def flops(self, padded_tokens: int, squared_lengths: int) -> float:
+        """``squared_lengths``: the sum over examples of the padded length squared."""
+        return 6.0 * self.non_embedding * padded_tokens + self.attention * squared_lengths
+
+
+class Throughput(TrainerCallback):
+    """Counts what each training batch holds and adds the speed to each training log.
+
+    ``count`` is called by :class:`MeasuredTrainer` for every batch, ``paused`` around each
+    checkpoint and evaluation. Rates are rank 0's counts times the number of processes (every
+    DDP rank trains batches of the same size).
+    """
+
+    def __init__(self, model, device: torch.device | None = None):
+        self.flops_model = FlopsModel(model)
+        cuda = device is not None and device.type == "cuda"
+        self.peak = peak_tflops(torch.cuda.get_device_name(device)) if cuda else None
+        self.paused_seconds = {"checkpoint": 0.0, "evaluation": 0.0}
+        self.paused_count = {"checkpoint": 0, "evaluation": 0}
+        self._reset()
+        self.last_time: float | None = None
+        self.last_step = 0
+        self.train_seconds = 0.0
+        self.samples_per_second: float | None = None
+
+    def _reset(self) -> None:
+        self.examples = 0
+        self.padded_tokens = 0
+        self.squared_lengths = 0
+        self.real_tokens: torch.Tensor | int = 0  # on the batches' device
+        self.paused_in_interval = 0.0
+
+    def count(self, inputs) -> None:
+        input_ids = inputs.get("input_ids") if hasattr(inputs, "get") else None
+        if input_ids is None or input_ids.dim() != 2:
+            return
+        batch, length = input_ids.shape
+        self.examples += batch
+        self.padded_tokens += batch * length
+        self.squared_lengths += batch * length * length
+        mask = inputs.get("attention_mask")
+        # A tensor sum is queued on the device, not waited for; no mask: no padding.
+        self.real_tokens = self.real_tokens + (mask.sum() if mask is not None else batch * length)
+
+    def paused(self, what: str, seconds: float) -> None:
+        self.paused_seconds[what] += seconds
+        self.paused_count[what] += 1
+        self.paused_in_interval += seconds
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.last_time, self.last_step = time.perf_counter(), state.global_step
+        self._reset()
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs is None or "loss" not in logs or self.last_time is None:
+            return control
+        now = time.perf_counter()
+        seconds = now - self.last_time - self.paused_in_interval
+        steps = state.global_step - self.last_step
+        if seconds > 0 and steps > 0 and self.examples:
+            logs.update(self.rates(seconds, steps, args.world_size))
+            self.train_seconds += seconds
+            if state.is_world_process_zero:
+                logger.info("Speed at step %d: %s", state.global_step, _described(logs))
+        self.last_time, self.last_step = now, state.global_step
+        self._reset()
+        return control
+
+    def rates(self, seconds: float, steps: int, world_size: int = 1) -> dict[str, float]:
+        real = self.real_tokens
+        real = int(real.item()) if isinstance(real, torch.Tensor) else int(real)
+        rates = {
+            "samples_per_second": round(world_size * self.examples / seconds, 3),
+            "tokens_per_second": round(world_size * real / seconds, 1),
+            "padded_tokens_per_second": round(world_size * self.padded_tokens / seconds, 1),
+            "step_seconds": round(seconds / steps, 5),
+        }
+        self.samples_per_second = rates["samples_per_second"]
+        if self.peak:
+            flops = self.flops_model.flops(self.padded_tokens, self.squared_lengths)
+            rates["model_tflops"] = round(flops / seconds / 1e12, 2)  # per GPU
+            rates["mfu"] = round(rates["model_tflops"] / self.peak, 4)
+        return rates
+
+    def summary(self) -> dict[str, float]:
+        """Time in checkpoints and evaluations (this attempt), and the last speed measured."""
+        result = {
+            "checkpoint_seconds": round(self.paused_seconds["checkpoint"], 2),
+            "checkpoints": self.paused_count["checkpoint"],
+            "evaluation_seconds": round(self.paused_seconds["evaluation"], 2),
+            "evaluations": self.paused_count["evaluation"],
+            "training_seconds": round(self.train_seconds, 2),
+        }
+        if self.samples_per_second is not None:
+            result["samples_per_second"] = self.samples_per_second
+        return result
+
+
+def _described(logs: dict) -> str:
+    text = (
+        f"{logs['samples_per_second']:.1f} examples/s, {logs['tokens_per_second']:.0f} tokens/s "
+        f"({logs['padded_tokens_per_second']:.0f} with padding), "
+        f"{1000 * logs['step_seconds']:.1f} ms/step"
+    )
+    if "mfu" in logs:
+        text += f", {logs['model_tflops']:.1f} model TFLOPS = {100 * logs['mfu']:.1f} % of peak"
+    return text
+
+
+class MeasuredTrainer(training_order.SeededOrderTrainer):
+    """The trainer that feeds :class:`Throughput`: each batch's shape, each pause's time."""
+
+    def __init__(self, *args, throughput: Throughput, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.throughput = throughput
+
+    def training_step(self, model, inputs, *args, **kwargs):
+        self.throughput.count(inputs)
+        return super().training_step(model, inputs, *args, **kwargs)
+
+    def evaluate(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return super().evaluate(*args, **kwargs)
+        finally:
+            self.throughput.paused("evaluation", time.perf_counter() - start)
+
+    def _save_checkpoint(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return super()._save_checkpoint(*args, **kwargs)
+        finally:
+            self.throughput.paused("checkpoint", time.perf_counter() - start)
