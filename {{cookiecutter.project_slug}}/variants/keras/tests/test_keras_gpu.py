@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, read_metrics, reported_epochs, subprocess_env
 
-from trainer import checkpoints
+from trainer import checkpoints, precision
 
 GPUS = tf.config.list_physical_devices("GPU")
 NO_GPU = (
@@ -78,6 +78,8 @@ def _check_learned(job, metrics_file, steps_per_epoch: int) -> None:
 
 
 def test_trains_on_one_gpu(tmp_path, metrics_file):
+    """With --precision=auto (the default): mixed_bfloat16 from compute capability 8.0,
+    mixed_float16 on T4/V100 (the rule itself: test_keras_speed.py)."""
     job = tmp_path / "job"
     argv = [*TINY, "--synthetic-examples=256", "--learning-rate=0.01", "--epochs=2"]
 
@@ -86,6 +88,11 @@ def test_trains_on_one_gpu(tmp_path, metrics_file):
     assert "Default strategy on one task: 1 replica(s), global batch 16" in log, log[-4000:]
     assert list(peaks) == ["GPU:0"] and peaks["GPU:0"] > 0, peaks
     _check_learned(job, metrics_file, steps_per_epoch=256 // 16)
+    major, minor = tf.config.experimental.get_device_details(GPUS[0])["compute_capability"]
+    expected = precision.choose("gpu", (major, minor))
+    assert f"Precision {expected} (--precision=auto, GPU compute capability {major}.{minor})" in log
+    latest = checkpoints.latest_complete(str(job / "checkpoints"))
+    assert latest.metadata()["precision"] == expected
 
 
 @pytest.mark.skipif(

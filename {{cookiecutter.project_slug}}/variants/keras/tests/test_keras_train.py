@@ -49,6 +49,10 @@ def test_trains_exports_and_reports(
     assert [e["step"] for e in evaluations] == [1, 2] and set(evaluations[0]) >= {"loss"}
     assert [e["accuracy"] for e in evaluations] == pytest.approx(accuracy)
     assert logged["_metrics"]["final_accuracy"] == pytest.approx(accuracy[-1])
+    # Each epoch's speed with its evaluation; where the rest of the time went, at the end.
+    assert all(e["examples_per_second"] > 0 < e["step_time_seconds"] for e in evaluations)
+    assert logged["_metrics"]["final_checkpoint_seconds"] > 0
+    assert logged["_metrics"]["final_evaluation_seconds"] > 0
 
     # The SavedModel, without the trainer's code, answers a Vertex request (serving_default).
     images = np.random.default_rng(0).uniform(0, 255, (3, 16, 16, 3)).tolist()

@@ -16,6 +16,8 @@ SYNTHETIC_IMAGE_SIZE = 32
 # The models trainer/model.py builds (Keras applications, then a small CNN for tests).
 MODELS = ("resnet50", "mobilenet_v2", "efficientnet_b0", "small-cnn")
 WEIGHTS = ("imagenet", "none")
+# Keras's mixed-precision policy names; "auto" picks one for the GPU (trainer/precision.py).
+PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
 
 def _validation_split(value: str) -> float:
@@ -66,6 +68,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"images are resized to this square (default: {DEFAULT_IMAGE_SIZE}, "
         f"{SYNTHETIC_IMAGE_SIZE} for synthetic data)",
+    )
+    speed = parser.add_argument_group("speed")
+    speed.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="Keras mixed-precision policy; auto: mixed_bfloat16 on GPUs with native bfloat16 "
+        "(compute capability 8.0+: A100, L4, H100), mixed_float16 with loss scaling on T4/V100, "
+        "float32 on CPU",
+    )
+    speed.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="compile the training step with XLA (model.compile(jit_compile=True)); "
+        "tf-keras's default is off",
+    )
+    speed.add_argument(
+        "--logging-steps",
+        type=cli.positive_integer,
+        default=50,
+        help="the chief logs examples/s and step time every this many steps",
     )
     inputs = parser.add_argument_group("input data (see also --train-data, --eval-data)")
     inputs.add_argument(

@@ -53,11 +53,15 @@ def build(
     weights: str,
     fine_tune: bool,
     learning_rate: float,
+    jit_compile: bool = False,
 ) -> keras.Model:
-    """A compiled classifier; call it inside the distribution strategy's scope.
+    """A compiled classifier; call it inside the distribution strategy's scope, after
+    ``precision.apply`` set the mixed-precision policy its layers take.
 
     With ImageNet weights the application is frozen (transfer learning) unless ``fine_tune``;
-    its batch-norm layers then run in inference mode.
+    its batch-norm layers then run in inference mode. The output layer computes in float32
+    whatever the policy (the Keras mixed-precision guide's advice: a float16 softmax is not
+    numerically stable), so the exported model returns float32 probabilities.
     """
     inputs = keras.Input(shape=(image_size, image_size, 3), name="images")
     if name == SMALL_CNN:
@@ -82,13 +86,18 @@ def build(
         base.trainable = fine_tune or not pretrained
         features = base(preprocess(inputs), training=None if base.trainable else False)
         features = keras.layers.Dropout(0.2)(features)
-    outputs = keras.layers.Dense(num_classes, activation="softmax", name="probabilities")(features)
+    outputs = keras.layers.Dense(
+        num_classes, activation="softmax", dtype="float32", name="probabilities"
+    )(features)
     model = keras.Model(inputs, outputs, name=name.replace("-", "_"))
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
         loss=keras.losses.SparseCategoricalCrossentropy(),
         metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        jit_compile=jit_compile,
     )
+    if jit_compile:
+        logger.info("XLA: the training step is compiled (--jit-compile)")
     # Create the optimizer's slots now, so a checkpoint restores them before training starts.
     model.optimizer.build(model.trainable_variables)
     return model

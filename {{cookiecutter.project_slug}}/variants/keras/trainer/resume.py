@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras as keras
 
-from trainer import checkpoints, cli, publisher, runtime
+from trainer import checkpoints, cli, precision, publisher, runtime, throughput
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +150,12 @@ class TrainingState:
         consensus: Consensus,
         keep: int = 2,
         tasks: Tasks | None = None,
+        policy: str = precision.FLOAT32,
+        timings: throughput.Timings | None = None,
     ):
         self.model = model
+        self.policy = policy  # the run's precision, noted in each checkpoint's marker
+        self.timings = timings or throughput.Timings()
         self.root = root
         self.consensus = consensus
         self.tasks = tasks or Tasks()
@@ -181,18 +185,21 @@ class TrainingState:
             "epochs_done": epochs_done,
             "steps_into_epoch": steps_into_epoch,
             "global_step": step,
+            "precision": self.policy,
         }
-        local = tempfile.mkdtemp(prefix="keras-checkpoint-")
-        try:
-            self._checkpoint.write(os.path.join(local, FILE_PREFIX))
-        except BaseException:
-            shutil.rmtree(local, ignore_errors=True)
-            raise
-        self.publisher.submit(local, step, metadata)
+        with self.timings.measure(throughput.CHECKPOINT):
+            local = tempfile.mkdtemp(prefix="keras-checkpoint-")
+            try:
+                self._checkpoint.write(os.path.join(local, FILE_PREFIX))
+            except BaseException:
+                shutil.rmtree(local, ignore_errors=True)
+                raise
+            self.publisher.submit(local, step, metadata)
 
     def close(self) -> None:
         """Wait until the last checkpoint is published (before the export and the exit)."""
-        self.publisher.close()
+        with self.timings.measure(throughput.CHECKPOINT):
+            self.publisher.close()
 
     def restore(self) -> Position:
         """Restore the newest complete checkpoint all tasks have; return where it was taken."""
@@ -220,6 +227,9 @@ class TrainingState:
         if chosen is None:
             logger.info("No complete checkpoint in %s: starting from epoch 1", self.root)
             return Position()
+        metadata = chosen.metadata()
+        saved_with = metadata.get("precision", precision.FLOAT32)  # older ones: float32
+        self._check_precision(chosen.path, saved_with)
         try:
             self._checkpoint.read(self.prefix(chosen.path)).assert_existing_objects_matched()
         except (AssertionError, ValueError, tf.errors.OpError) as error:
@@ -227,7 +237,6 @@ class TrainingState:
                 f"checkpoint {chosen.path} does not fit this model (were --model, --image-size "
                 f"or the classes changed? use a new --checkpoint-dir): {error}"
             ) from None
-        metadata = chosen.metadata()
         position = Position(
             int(metadata.get("epochs_done", 0)), int(metadata.get("steps_into_epoch", 0))
         )
@@ -241,6 +250,20 @@ class TrainingState:
             else "",
         )
         return position
+
+    def _check_precision(self, path: str, saved_with: str) -> None:
+        """Variables are float32 under every policy, so weights and optimizer state carry over
+        from one to another, except into mixed_float16: its optimizer's loss scale is state the
+        checkpoint lacks (out of mixed_float16 the saved loss scale is left unread)."""
+        if saved_with == self.policy:
+            return
+        if self.policy == precision.MIXED_FLOAT16:
+            raise cli.InputError(
+                f"--precision {self.policy}: checkpoint {path} was saved with {saved_with}, "
+                f"without the loss scale {self.policy} needs; resume with "
+                f"--precision={saved_with}, or use a new --checkpoint-dir"
+            )
+        logger.info("Checkpoint saved with precision %s, resuming with %s", saved_with, self.policy)
 
     def _discard_after(self, step: int) -> None:
         if not self.tasks.is_chief:

@@ -29,8 +29,10 @@ from trainer import (
     hptune,
     model,
     passes,
+    precision,
     preemption,
     resume,
+    throughput,
     tracking,
 )
 from trainer.context import RunContext
@@ -43,7 +45,8 @@ logger = logging.getLogger(__name__)
 class Evaluate(keras.callbacks.Callback):
     """At the end of every epoch the chief evaluates on every eval image once, adds val_loss and
     val_accuracy to the epoch's logs (TensorBoard, history), reports the accuracy for
-    hyperparameter tuning with global_step = epoch (1-based) and logs both to the Experiment run.
+    hyperparameter tuning with global_step = epoch (1-based) and logs both to the Experiment run,
+    with the epoch's examples/s and step time (``throughput.EPOCH_FIGURES``) when in the logs.
 
     Only the chief evaluates, on its own: other workers go on to the next epoch and wait for it
     at its first step. Keras's own validation would split the eval set into equal per-worker
@@ -97,7 +100,8 @@ class Evaluate(keras.callbacks.Callback):
             results[METRIC],
         )
         self.reporter.report(results[METRIC], epoch + 1)
-        self.tracker.log_evaluation(results, epoch + 1)
+        pace = {name: logs[name] for name in throughput.EPOCH_FIGURES if name in (logs or {})}
+        self.tracker.log_evaluation({**results, **pace}, epoch + 1)
         self.results = results
 
 
@@ -158,6 +162,7 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         ctx.tensorboard_dir,
     )
 
+    policy = precision.apply(args.precision)
     with strategy.scope():
         classifier = model.build(
             args.model,
@@ -166,10 +171,17 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
             args.weights,
             args.fine_tune,
             args.learning_rate,
+            jit_compile=args.jit_compile,
         )
+    timings = throughput.Timings()
     # One folder per step; under MultiWorkerMirroredStrategy each task writes its own part.
     state = resume.TrainingState(
-        classifier, checkpoint_dir, consensus, tasks=resume.Tasks.of(cluster)
+        classifier,
+        checkpoint_dir,
+        consensus,
+        tasks=resume.Tasks.of(cluster),
+        policy=policy,
+        timings=timings,
     )
     position = state.restore()
     _use_learning_rate(classifier.optimizer, args.learning_rate)
@@ -181,17 +193,22 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
     eval_images = data.eval_dataset(eval_source, args.batch_size)
     evaluate = model.evaluator(classifier)
     evaluation = Evaluate(
-        lambda stop: evaluate(eval_images, stop),
+        timings.timed(throughput.EVALUATION, lambda stop: evaluate(eval_images, stop)),
         ctx.metric_reporter(METRIC),
         enabled=cluster.is_chief,
         epochs=args.epochs,
         notice=notice,
         tracker=tracker,
     )
+    speed = throughput.Throughput(
+        global_batch, args.logging_steps, timings, ctx.tensorboard_dir.uri
+    )
     # The epoch's checkpoint is saved before its evaluation (a notice during a long evaluation
-    # finds it saved); the logs get val_* before TensorBoard writes them.
+    # finds it saved); the logs get val_* before TensorBoard writes them. The speed is
+    # measured first at each batch's end, before the other callbacks' work.
     callbacks = [checkpointing, evaluation]
     if cluster.is_chief:
+        callbacks.insert(0, speed)
         callbacks.append(
             keras.callbacks.TensorBoard(
                 log_dir=ctx.tensorboard_dir.uri, update_freq="epoch", profile_batch=0
@@ -250,9 +267,10 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
             "exporting",
             notice.seconds_since() or 0.0,
         )
+    totals = speed.log_summary() if cluster.is_chief else {}
     _export(classifier, train_source.class_names, image_size, ctx.model_dir.uri, cluster)
     if evaluation.results:  # the chief's: the exported model is the last epoch's
-        tracker.finish({METRIC: evaluation.results[METRIC]})
+        tracker.finish({METRIC: evaluation.results[METRIC], **totals})
     return 0
 
 
