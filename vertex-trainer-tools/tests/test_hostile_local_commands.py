@@ -336,3 +336,17 @@ def test_the_command_line_gives_one_line_not_argparse_usage(tmp_path):
         "ERROR: argument --replicas: expected a whole number >= 1, got 'abc' "
         "(see vertex-tools local-run --help)\n"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("content", [b"", b'{"learner": {"attributes": {', b"\x00\xffbinary"])
+def test_a_model_bst_xgboost_cannot_load_is_one_line(tmp_path, capsys, content):
+    """Through the prediction image's xgboost (``envs.xgboost_env``, made once per machine)."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "model.bst").write_bytes(content)
+    (tmp_path / "request.json").write_text('{"instances": [[1.0, 2.0]]}')
+    argv = [f"--instances={tmp_path / 'request.json'}", f"--model-dir={tmp_path / 'model'}"]
+    status = serving_cli.main(argv)
+    out, err = capsys.readouterr()
+    line = f"{tmp_path / 'model'}/model.bst: not a model XGBoost can load ("
+    check_refusal(status, out, err, line)

@@ -18,8 +18,8 @@ def main(model_file: str) -> int:
     body = json.load(sys.stdin)
     try:
         booster = xgb.Booster(model_file=model_file)
-    except xgb.core.XGBoostError as error:
-        first = (str(error).strip().splitlines() or ["XGBoostError"])[0]
+    except Exception as error:  # noqa: BLE001 - XGBoostError, or one decoding a binary file's
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(f"not a model XGBoost can load ({first}): export it again", file=sys.stderr)
         return 2
     try:

@@ -63,7 +63,7 @@ def decode_problem(path: str) -> str | None:
         tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
     except tf.errors.OpError as error:  # InvalidArgumentError, DataLossError
         first = (error.message.strip().splitlines() or [type(error).__name__])[0]
-        # less the op's decorations: "{{function_node ...}} ... [Op:DecodeImage]"
+        # less the op's decorations: the function node in braces, the [Op:DecodeImage] tag
         first = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\]", "", first).strip().rstrip(".")
         return f"TensorFlow cannot decode it ({first})"
     return None
