@@ -210,12 +210,12 @@ def test_trial_values_are_reproducible_in_range_and_formatted_like_vertex():
 def test_hpt_trial_args_come_last_as_name_equals_value(tmp_path):
     study = config.load(PROJECT / "vertex.yaml").hpt
     args = cli.parse_args(
-        ["--hpt-trial=2", f"--output-dir={tmp_path}", "--job-id=5", "--", "--extra=1"]
+        ["--hpt-trial=2", f"--output-dir={tmp_path}", "--job-id=5", "--", "--seed=7"]
     )
     job, _, _ = cli.build(args)
     trial_args = job.args[-len(study.parameters) :]
     assert [arg.split("=")[0] for arg in trial_args] == [f"--{p.id}" for p in study.parameters]
-    assert "--extra=1" in job.args[: -len(study.parameters)]
+    assert "--seed=7" in job.args[: -len(study.parameters)]
     assert job.trial == "2" and job.run_dir == f"{tmp_path}/2"
     env = job_spec.replica_env(job, "workerpool0", 0)
     assert env["AIP_MODEL_DIR"] == f"{tmp_path}/2/model/"

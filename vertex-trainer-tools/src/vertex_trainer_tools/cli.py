@@ -33,8 +33,10 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], str]] = {
 }
 
 
-# Commands that read vertex.yaml: whatever it holds, they end with ERROR lines, not a traceback.
+# Commands that read vertex.yaml or a user's files: whatever they hold, they end with ERROR
+# lines, not a traceback.
 READS_CONFIG = ("check", "get", "show", "submit", "submit-hpt", "upload-model", "gcloud-config")
+READS_USER_FILES = (*READS_CONFIG, "local-run", "predict-local")
 DEBUG_ENV = "VERTEX_TOOLS_DEBUG"
 
 
@@ -65,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module_name, prefix, _ = COMMANDS[command]
     module = importlib.import_module(f"vertex_trainer_tools.{module_name}")
-    if command not in READS_CONFIG or os.environ.get(DEBUG_ENV):
+    if command not in READS_USER_FILES or os.environ.get(DEBUG_ENV):
         return module.main([*prefix, *rest], prog=f"vertex-tools {command}")
     try:
         return module.main([*prefix, *rest], prog=f"vertex-tools {command}")

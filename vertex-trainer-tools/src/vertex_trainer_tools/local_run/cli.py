@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -88,6 +89,7 @@ def build(args: argparse.Namespace):
             idle_pools=idle_pools,
         )
     else:
+        refuse_trainer_args(config, args)
         job = make_job(
             sizes,
             output_dir,
@@ -97,7 +99,7 @@ def build(args: argparse.Namespace):
             job_args=config.job.args,
             idle_pools=idle_pools,
         )
-    if args.kill_grace < 0:
+    if not math.isfinite(args.kill_grace) or args.kill_grace < 0:
         raise ValueError(f"--kill-grace must be >= 0 seconds, got {args.kill_grace:g}")
     if args.kill_after is not None and args.kill_replica not in job.names:
         raise ValueError(
@@ -105,6 +107,19 @@ def build(args: argparse.Namespace):
             f"(e.g. {' or '.join(job.names)}); the kill drill cannot fire"
         )
     return job, config, resumed
+
+
+def refuse_trainer_args(config, args: argparse.Namespace) -> None:
+    """The project trainer's flags that it would refuse or ignore (``ARGS=--epochs=abc``, a
+    flag it lacks): one line each, before any replica starts, as ``check`` reports them."""
+    if args.module != "trainer.task":
+        return  # another module's flags are not the trainer's
+    from vertex_trainer_tools import config as config_module
+    from vertex_trainer_tools import preflight as config_checks
+
+    lines = config_checks.argument_lines(config, config.job.args, args.trainer_args, None)
+    if lines:
+        raise config_module.ConfigError(lines)
 
 
 def print_env(job: Job, command: list[str], envs: dict[str, dict[str, str]] | None = None) -> None:
@@ -160,13 +175,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
         if problem:
             print(problem, file=sys.stderr)
             return 2
-    if not args.output_dir:
-        root = Path(args.jobs_root)
-        if not args.resume:
-            folder = folders.new_job_folder(root, config.job.display_name)
-            job = dataclasses.replace(job, output_dir=str(folder))
-        folders.point_latest(root, job.output_dir)
-    os.makedirs(job.output_dir, exist_ok=True)
+    try:
+        job = make_job_folder(job, args, config.job.display_name)
+    except OSError as error:
+        where = error.filename or job.output_dir
+        print(
+            f"ERROR: {where}: cannot make the job folder there ({error.strerror or error}); "
+            "use a writable --jobs-root or --output-dir",
+            file=sys.stderr,
+        )
+        return 2
     started = resumed or record.JobRecord(
         job_id=job.job_id,
         replica_counts=replica_counts(job),
@@ -176,7 +194,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
         trial=job.trial,
         hp=tuple(args.hp),
     )
-    record.write(job.output_dir, record.with_state(started, record.RUNNING))
+    try:
+        record.write(job.output_dir, record.with_state(started, record.RUNNING))
+    except OSError as error:
+        print(
+            f"ERROR: {record.path(job.output_dir)}: cannot write the job record "
+            f"({error.strerror or error}); use a writable --jobs-root or --output-dir",
+            file=sys.stderr,
+        )
+        return 2
     if image is not None:
         launcher = images.ContainerLauncher(image, job, config.base_output_dir, args.gpus)
     else:
@@ -191,6 +217,21 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
     ended = record.SUCCEEDED if status in (0, DRILL_NOT_FIRED) else record.FAILED
     record.write(job.output_dir, record.with_state(started, ended))
     return status
+
+
+def make_job_folder(job: Job, args: argparse.Namespace, display_name: str) -> Job:
+    """Create the job's folder (a new one, or the resumed or given one) and point ``latest``
+    at it; OSError when the place is not a writable folder."""
+    if not args.output_dir:
+        root = Path(args.jobs_root)
+        if not args.resume:
+            folder = folders.new_job_folder(root, display_name)
+            job = dataclasses.replace(job, output_dir=str(folder))
+        folders.point_latest(root, job.output_dir)
+    os.makedirs(job.output_dir, exist_ok=True)
+    if not os.access(job.output_dir, os.W_OK | os.X_OK):
+        raise PermissionError(13, "Permission denied", job.output_dir)
+    return job
 
 
 def replica_counts(job: Job) -> tuple[int, ...]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from vertex_trainer_tools.local_run.drill import DEFAULT_GRACE, SIGNALS
 from vertex_trainer_tools.local_run.supervisor import MAX_RESTARTS
 from vertex_trainer_tools.project import CONFIG_FILE, LOCAL_JOBS, project_root
+from vertex_trainer_tools.vertex_limits import MAX_REPLICAS, replica_problem
 
 
 def _kill_after(value: str) -> tuple[str, float]:
@@ -30,8 +31,51 @@ def _kill_after(value: str) -> tuple[str, float]:
         ) from None
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its refusals as one ``ERROR:`` line, exit 2: the usage of this many
+    options fills a screen and buries the line that names the bad one."""
+
+    def error(self, message: str):
+        self.exit(2, f"ERROR: {message} (see {self.prog} --help)\n")
+
+
+def _replicas(value: str) -> int:
+    """``--replicas``: a whole number from 1 to Vertex's limit (never 10**9 processes here)."""
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value!r}")
+    if count > MAX_REPLICAS:
+        raise argparse.ArgumentTypeError(replica_problem(count))
+    return count
+
+
+def _seconds(value: str) -> float:
+    """A finite number of seconds >= 0 (``nan`` or ``inf`` would disable the timer)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"expected SECONDS (a number >= 0), got {value!r}")
+    return seconds
+
+
+def _count(value: str) -> int:
+    """A whole number >= 0."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value!r}")
+    return number
+
+
 def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=prog,
         description="Run the Vertex AI job of vertex.yaml as local processes (or containers "
         "of the image: --image), one per replica, with Vertex's environment. Trainer arguments "
@@ -41,7 +85,7 @@ def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> arg
     add("--config", default=str(project_root() / CONFIG_FILE), help="config file (vertex.yaml)")
     add(
         "--replicas",
-        type=int,
+        type=_replicas,
         default=None,
         help="total replicas: workerpool0 x1 + workerpool1 x(N-1) (default: vertex.yaml's pools)",
     )
@@ -117,19 +161,19 @@ def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> arg
     )
     add(
         "--max-restarts",
-        type=int,
+        type=_count,
         default=MAX_RESTARTS,
         help=f"restarts of a failed replica before the job fails (default: {MAX_RESTARTS})",
     )
     add(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=None,
         help="job timeout in seconds (default: vertex.yaml's scheduling.timeout_seconds)",
     )
     add(
         "--grace",
-        type=float,
+        type=_seconds,
         default=10.0,
         help="seconds from SIGTERM to SIGKILL when the runner stops replicas (default: 10)",
     )

@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from vertex_trainer_tools.vertex_limits import MAX_REPLICAS
+
 RECORD_FILE = "local_run.json"
 RUNNING, SUCCEEDED, FAILED = "RUNNING", "SUCCEEDED", "FAILED"
 
@@ -51,26 +53,65 @@ def path(folder: str | os.PathLike) -> Path:
 
 
 def read(folder: str | os.PathLike) -> JobRecord | None:
-    """The record of the job in ``folder``; None for a folder without one (an older job)."""
+    """The record of the job in ``folder``; None for a folder without one (an older job).
+
+    A record that is not one ``local-run`` wrote (corrupt, edited, another tool's file) is a
+    ValueError naming the file and its first wrong field."""
     try:
         data = json.loads(path(folder).read_text(encoding="utf-8"))
-        return JobRecord(
-            job_id=str(data["job_id"]),
-            replica_counts=tuple(int(count) for count in data["replica_counts"]),
-            trainer_args=tuple(data["trainer_args"]),
-            args=tuple(data["args"]),
-            job_args=tuple(data.get("job_args", ())),
-            trial=data.get("trial"),
-            hp=tuple(data.get("hp", ())),
-            state=data.get("state", RUNNING),
-        )
+        return _record_of(data)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else error
         raise ValueError(
-            f"--resume: {path(folder)} is not a job record ({error}); "
+            f"--resume: {path(folder)} is not a job record ({why}); "
             "start a new job (make train-local without RESUME)"
         ) from None
+
+
+def _strings(data: dict, key: str) -> tuple[str, ...]:
+    value = data.get(key, ())
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"{key}: not a list of strings")
+    return tuple(value)
+
+
+def _record_of(data) -> JobRecord:
+    """A ``JobRecord`` from the record's JSON, each field checked for what ``write`` gives."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    for key in ("job_id", "replica_counts", "trainer_args", "args"):
+        if key not in data:
+            raise ValueError(f"{key}: missing")
+    if not isinstance(data["job_id"], str) or not data["job_id"]:
+        raise ValueError("job_id: not a job id")
+    counts = data["replica_counts"]
+    if (
+        not isinstance(counts, list)
+        or not counts
+        or not all(type(count) is int and count >= 0 for count in counts)
+        or counts[0] != 1
+    ):
+        raise ValueError("replica_counts: not [1, N, ...] (a chief, then counts >= 0)")
+    if sum(counts) > MAX_REPLICAS:
+        raise ValueError(f"replica_counts: more than {MAX_REPLICAS} replicas")
+    trial = data.get("trial")
+    if trial is not None and not isinstance(trial, str | int):
+        raise ValueError("trial: not a trial id")
+    state = data.get("state", RUNNING)
+    if state not in (RUNNING, SUCCEEDED, FAILED):
+        raise ValueError(f"state: {state!r} is not one of {RUNNING}, {SUCCEEDED}, {FAILED}")
+    return JobRecord(
+        job_id=data["job_id"],
+        replica_counts=tuple(counts),
+        trainer_args=_strings(data, "trainer_args"),
+        args=_strings(data, "args"),
+        job_args=_strings(data, "job_args"),
+        trial=trial,
+        hp=_strings(data, "hp"),
+        state=state,
+    )
 
 
 def write(folder: str | os.PathLike, record: JobRecord) -> None:

@@ -50,12 +50,21 @@ def read_request(path: str | Path) -> dict[str, Any]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
         raise ServingError(f"{path}: {error.strerror or error} (e.g. instances.json)") from None
+    except UnicodeDecodeError as error:
+        raise ServingError(
+            f"{path}: not UTF-8 text (byte 0x{text_byte(error)} at offset {error.start}): "
+            "save the request as UTF-8 JSON"
+        ) from None
     try:
         body = json.loads(text)
     except ValueError as error:
         raise ServingError(f"{path}: not JSON: {error}") from None
     check_request(body, str(path))
     return body
+
+
+def text_byte(error: UnicodeDecodeError) -> str:
+    return error.object[error.start : error.start + 1].hex()
 
 
 def check_request(body: Any, where: str = "request") -> None:

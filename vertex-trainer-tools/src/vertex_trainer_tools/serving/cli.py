@@ -7,17 +7,17 @@ dir without the artifact a container loads, is one ``ERROR:`` line and exit 2.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from vertex_trainer_tools import serving
+from vertex_trainer_tools.local_run.options import OneLineParser
 
 DEFAULT_MODEL_DIR = "outputs/local/latest/model"  # the newest `make train-local` job's export
 
 
 def main(argv: list[str] | None = None, prog: str = "vertex-tools predict-local") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--instances", required=True, help='request JSON file: {"instances": [...]}'
     )

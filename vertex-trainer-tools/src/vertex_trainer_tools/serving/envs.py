@@ -101,7 +101,10 @@ def xgboost_predict(model_dir: str | Path, body: dict[str, Any]) -> dict[str, An
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
         raise ServingError(f"{model_dir}/model.bst: {lines[-1]}")
-    response = json.loads(done.stdout)
+    try:
+        response = json.loads(done.stdout)
+    except ValueError:
+        raise ServingError(f"{model_dir}/model.bst: the predictor printed no JSON") from None
     print(f"served by xgboost {response.pop('xgboost')}", file=sys.stderr)
     return response
 

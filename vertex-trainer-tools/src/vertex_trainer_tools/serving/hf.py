@@ -104,4 +104,7 @@ def predict(model_dir: str | Path, body: dict[str, Any], python: str = sys.execu
                 server.wait()
     if status != 200:
         raise ServingError(f"{model_dir}: hf-serve answered {status}: {answer.decode()[:300]}")
-    return json.loads(answer)
+    try:
+        return json.loads(answer)
+    except ValueError:
+        raise ServingError(f"{model_dir}: hf-serve answered no JSON: {answer[:300]!r}") from None

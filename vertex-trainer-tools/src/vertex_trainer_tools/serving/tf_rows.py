@@ -83,7 +83,14 @@ def predict(model_dir: str | Path, body: dict[str, Any]) -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up banners: stdout stays JSON
     import tensorflow as tf
 
-    loaded = tf.saved_model.load(str(model_dir))
+    try:
+        loaded = tf.saved_model.load(str(model_dir))
+    except Exception as error:  # noqa: BLE001 - TF raises many kinds for a damaged export
+        message = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ServingError(
+            f"{model_dir}: not a SavedModel TensorFlow can load ({message}); "
+            "export it again (make train-local)"
+        ) from None
     name = body.get("signature_name", SIGNATURE)
     if name not in loaded.signatures:
         known = sorted(loaded.signatures)
@@ -94,8 +101,9 @@ def predict(model_dir: str | Path, body: dict[str, Any]) -> dict[str, Any]:
     for input_name, values in columns(body["instances"], sorted(specs)).items():
         try:
             feeds[input_name] = tf.constant(values, dtype=specs[input_name].dtype)
-        except (ValueError, TypeError) as error:
-            raise ServingError(f"instances: input {input_name!r}: {error}") from None
+        except (ValueError, TypeError, OverflowError) as error:
+            message = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise ServingError(f"instances: input {input_name!r}: {message}") from None
     try:
         outputs = signature(**feeds)
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as error:

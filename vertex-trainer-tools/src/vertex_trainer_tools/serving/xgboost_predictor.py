@@ -16,10 +16,15 @@ import xgboost as xgb
 
 def main(model_file: str) -> int:
     body = json.load(sys.stdin)
-    booster = xgb.Booster(model_file=model_file)
+    try:
+        booster = xgb.Booster(model_file=model_file)
+    except Exception as error:  # noqa: BLE001 - XGBoostError, or one decoding a binary file's
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        print(f"not a model XGBoost can load ({first}): export it again", file=sys.stderr)
+        return 2
     try:
         rows = np.asarray(body["instances"], dtype=np.float32)
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, OverflowError) as error:
         print(f"instances: not a table of numbers: {error}", file=sys.stderr)
         return 2
     if rows.ndim != 2 or rows.shape[1] != booster.num_features():

@@ -174,6 +174,15 @@ def parquet_bytes(names: list[str], columns: list[list]) -> bytes:
     return sink.getvalue()
 
 
+BAD.append(("corrupt.parquet", b"PAR1" + bytes(100) + b"PAR1", [], "PATH: cannot read it as"))
+BAD.append(
+    (
+        "list_label.jsonl",
+        b'{"text": "a", "label": 0}\n{"text": "b", "label": "x"}\n{"text": "c", "label": [1]}\n',
+        [],
+        "PATH: data row 3: label [1] in 'label' is not a number or text",
+    )
+)
 BAD.append(
     (
         "twice.parquet",

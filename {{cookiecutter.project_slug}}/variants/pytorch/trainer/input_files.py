@@ -87,7 +87,11 @@ def check_text_file(path: str, header: bool) -> bool:
 def column_names(path: str, kind: str) -> list[str]:
     """The column names as the file has them (``datasets`` would rename or drop a repeat)."""
     if kind == "parquet":
-        return list(pq.read_schema(path).names)
+        try:
+            return list(pq.read_schema(path).names)
+        except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+            why = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise cli.InputError(f"{path}: cannot read it as Parquet ({why})") from None
     if kind == "csv":
         with open(path, encoding="utf-8-sig", newline="") as handle:
             return next(csv.reader(handle), [])

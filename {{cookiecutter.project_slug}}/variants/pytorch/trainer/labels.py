@@ -42,6 +42,12 @@ def class_names(
             )
         return list(given or feature.names)
     labels = [_label_key(value) for value in dataset[column]]
+    nested = next((row for row, v in enumerate(labels) if isinstance(v, list | dict)), None)
+    if nested is not None:
+        raise cli.InputError(
+            f"{spec}: data row {nested + 1}: label {labels[nested]!r} in {column!r} is not a"
+            " number or text"
+        )
     missing = [row for row, v in enumerate(labels) if v is None or _not_finite(v)]
     if missing:
         raise cli.InputError(

@@ -42,7 +42,11 @@ def _bad_inputs(tmp_path) -> dict:
         "missing label": (tmp_path / "no_label.csv", "label column 'y' not found"),
         "empty file": (tmp_path / "empty.csv", "empty.csv: the file is empty"),
         "no rows": (header_only, "header_only.csv: no rows"),
-        "free text": (tmp_path / "free_text.csv", "feature column 'note' is text with 40"),
+        "free text": (
+            tmp_path / "free_text.csv",
+            f"{tmp_path / 'free_text.csv'}: feature column 'note' holds text "
+            "(e.g. 'customer said thing number 0'), not numbers: 40 distinct values",
+        ),
     }
 
 

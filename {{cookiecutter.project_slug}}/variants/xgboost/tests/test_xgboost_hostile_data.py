@@ -99,7 +99,8 @@ BAD = [
         csv(frame().assign(note=[f"customer said thing {i}" for i in range(ROWS)])),
         GOOD,
         "binary",
-        "feature column 'note' is text with 40",
+        "{train}: feature column 'note' holds text (e.g. 'customer said thing 0'), "
+        "not numbers: 40 distinct values",
     ),
     (
         "latin-1",

@@ -72,7 +72,7 @@ def summarize(frame: pd.DataFrame, label_column: str, kind: str, source: str) ->
         if _is_text(frame[column]):
             values = frame[column].dropna().astype(str).unique()
             text[column] = sorted(values)[: MAX_CATEGORIES + 1]
-    summary = {"columns": columns, "rows": len(frame), "text": text}
+    summary = {"columns": columns, "rows": len(frame), "text": text, "source": source}
     if kind == "regression":
         summary["labels"] = None
         if not pd.api.types.is_numeric_dtype(labels) or pd.api.types.is_bool_dtype(labels):
@@ -130,8 +130,13 @@ def merge(summaries: list[dict], label_column: str, kind: str) -> Schema:
         if not any(column in summary["text"] for summary in summaries):
             continue
         if len(values) > MAX_CATEGORIES or (rows >= 20 and len(values) > rows / 2):
+            # the files (one source per replica) where the column holds text, and one value
+            holders = [summary for summary in summaries if summary["text"].get(column)]
+            sources = ", ".join(dict.fromkeys(summary.get("source", "") for summary in holders))
+            example = holders[0]["text"][column][0]
             raise InputError(
-                f"feature column {column!r} is text with {len(values)} distinct values in "
+                f"{sources or 'training data'}: feature column {column!r} holds text "
+                f"(e.g. {example!r}), not numbers: {len(values)} distinct values in "
                 f"{rows} rows: too many to encode as categories (at most {MAX_CATEGORIES} and "
                 "one per two rows); drop it or convert it to numbers"
             )
