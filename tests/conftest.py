@@ -81,3 +81,20 @@ def pip_env() -> dict[str, str]:
     env["PIP_CONSTRAINT"] = str(CONSTRAINTS)
     env.pop("VIRTUAL_ENV", None)
     return env
+
+
+# Minutes each, against seconds for the rest: started first, longest first, so that the two
+# xdist workers end together (the image tests are one xdist group and stay on one worker).
+LONGEST_FIRST = ["images", "generated[pytorch]", "generated[keras]", "generated[xgboost]"]
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        for position, name in enumerate(LONGEST_FIRST):
+            marker, _, framework = name.partition("[")
+            wanted = not framework or f"[{framework}" in item.nodeid
+            if item.get_closest_marker(marker) and wanted:
+                return position
+        return len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each file's own order is kept
