@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import TINY, train
 
-from trainer import cli, data
+from trainer import cli, data, image_checks
 
 
 def _pixels(seed: int = 0) -> np.ndarray:
@@ -153,6 +154,53 @@ def test_an_image_damaged_in_its_middle_deep_in_the_set_is_named_in_one_line(tmp
     message = str(refused.value)
     assert message.startswith(f"--train-data {root}/{bad}: {UNREADABLE}TensorFlow cannot decode")
     assert "\n" not in message
+
+
+def _sixty_pngs(damaged: bool) -> dict[str, bytes]:
+    """60 tiny PNGs in two classes; with ``damaged``, the 37th in listing order is damaged."""
+    files = {
+        f"{'ab'[number % 2]}/{number:02d}.png": tf.io.encode_png(_pixels(number)).numpy()
+        for number in range(60)
+    }
+    if damaged:
+        bad = sorted(files)[36]
+        files[bad] = _damaged_in_the_middle(files[bad])
+    return files
+
+
+@pytest.mark.parametrize("where", ["train", "eval"])
+def test_an_image_damaged_in_its_middle_of_a_large_set_stops_training_in_one_line(
+    tmp_path, capsys, monkeypatch, where
+):
+    # A set above DECODE_ALL_MAX_FILES gets the first/last-bytes check only: the damaged file
+    # fails to decode in training (or evaluation, for an --eval-data folder), and is then named.
+    monkeypatch.setattr(image_checks, "DECODE_ALL_MAX_FILES", 10)
+    root = _folder(tmp_path, _sixty_pngs(damaged=where == "train"))
+    folder, flag, eval_data = f"{root}", "--train-data", ""
+    if where == "eval":
+        folder, flag, eval_data = f"{root}-eval", "--eval-data", f"{root}-eval"
+        _write(tmp_path / "train-eval", _sixty_pngs(damaged=True))
+    bad = sorted(_sixty_pngs(damaged=False))[36]
+    job = tmp_path / "job"
+    argv = [*TINY, f"--train-data={root}", f"--eval-data={eval_data}", "--epochs=1"]
+    assert train([*argv, f"--job-dir={job}"]) == 2  # not a TensorFlow error: no traceback
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("ERROR:")]
+    assert errors == [
+        f"ERROR: {flag} {folder}/{bad}: {UNREADABLE}TensorFlow cannot decode it "
+        "(Invalid PNG. Failed to initialize decoder); replace or remove the file"
+    ]
+    assert "Traceback" not in captured.err + captured.out
+    assert not (job / "model").exists()
+
+
+def test_a_decode_error_with_every_file_readable_is_raised_as_it_was(tmp_path):
+    train_source, eval_source = _sources(_folder(tmp_path, GOOD_IMAGES))
+    error = tf.errors.InvalidArgumentError(None, None, "Invalid PNG data")
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        with image_checks.name_the_unreadable_image(train_source, eval_source):
+            raise error
+    assert raised.value is error
 
 
 def test_the_hostile_image_set_is_large():

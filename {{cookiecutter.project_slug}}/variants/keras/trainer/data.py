@@ -48,6 +48,10 @@ class Source:
     shard: Callable[[tf.distribute.InputContext], tf.data.Dataset]
     load: Callable
     shuffle_buffer: int = SHUFFLE_BUFFER
+    # The image files (an image folder's; none for synthetic and TFDS data) and the flag that
+    # named them: image_checks.name_the_unreadable_image names a file that fails to decode.
+    files: tuple[str, ...] = ()
+    flag: str = "--train-data"
 
     @property
     def num_classes(self) -> int:
@@ -135,6 +139,7 @@ def _folder_source(
     class_names: list[str],
     examples: list[tuple[str, int]],
     image_size: int,
+    flag: str = "--train-data",
 ) -> Source:
     paths = [path for path, _ in examples]
     labels = [label for _, label in examples]
@@ -146,7 +151,9 @@ def _folder_source(
     def load(path, label):
         return decode_image(tf.io.read_file(path), image_size), label
 
-    return Source(description, tuple(class_names), len(examples), shard, load)
+    return Source(
+        description, tuple(class_names), len(examples), shard, load, files=tuple(paths), flag=flag
+    )
 
 
 def image_folders(
@@ -177,7 +184,7 @@ def image_folders(
         image_checks.check_image_files([path for path, _ in held_out], "--eval-data")
         train = list(examples)
         random.Random(seed).shuffle(train)
-        eval_note = eval_path
+        eval_note, eval_flag = eval_path, "--eval-data"
     else:
         # Same seed and sorted listing on every worker, so all workers agree on the split. The
         # listing is sorted by class: shuffled once here, every worker's shard mixes classes.
@@ -190,7 +197,7 @@ def image_folders(
                 "a validation split; add images or pass --eval-data"
             )
         held_out, train = shuffled[:count], shuffled[count:]
-        eval_note = f"{validation_split:.0%} of {train_path}"
+        eval_note, eval_flag = f"{validation_split:.0%} of {train_path}", "--train-data"
     return (
         _folder_source(
             f"{len(train)} images in {len(class_names)} classes from {train_path}",
@@ -199,7 +206,11 @@ def image_folders(
             image_size,
         ),
         _folder_source(
-            f"{len(held_out)} eval images from {eval_note}", class_names, held_out, image_size
+            f"{len(held_out)} eval images from {eval_note}",
+            class_names,
+            held_out,
+            image_size,
+            eval_flag,
         ),
     )
 

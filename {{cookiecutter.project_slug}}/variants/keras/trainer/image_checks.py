@@ -8,12 +8,17 @@ file; here it is refused in one ``InputError`` line naming it.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import logging
 import re
 import struct
+from collections.abc import Iterator
 
 import tensorflow as tf
 
 from trainer import cli
+
+logger = logging.getLogger(__name__)
 
 # What a whole image file starts and ends with, by format: a truncated file (an interrupted
 # copy) lacks its end, a renamed text or HTML file its start.
@@ -23,8 +28,12 @@ _CHECK_THREADS = 16  # files are checked in parallel: on gs:// each costs a roun
 # A data set of at most this many images is also decoded whole before training (a few ms an
 # image): a file damaged in its middle, its first and last bytes intact, is then named too,
 # where TensorFlow would stop training at it with an error that names no file. A larger set
-# gets the cheap check only (decoding it all would cost minutes before the first step).
+# gets the cheap check only (decoding it all would cost minutes before the first step); should
+# training or evaluation then fail to decode an image, ``name_the_unreadable_image`` names it.
 DECODE_ALL_MAX_FILES = 5000
+# What TensorFlow's error says when an input pipeline failed to decode an image ("Invalid PNG",
+# "jpeg::Uncompress failed", the DecodeImage node): only then are the files decoded to find it.
+_DECODE_FAILURE = re.compile(r"decod|image|jpe?g|png|gif|bmp", re.IGNORECASE)
 
 
 def image_file_problem(path: str) -> str | None:
@@ -63,16 +72,19 @@ def decode_problem(path: str) -> str | None:
         tf.io.decode_image(tf.io.read_file(path), channels=3, expand_animations=False)
     except tf.errors.OpError as error:  # InvalidArgumentError, DataLossError
         first = (error.message.strip().splitlines() or [type(error).__name__])[0]
-        # less the op's decorations: the function node in braces, the [Op:DecodeImage] tag
-        first = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\]", "", first).strip().rstrip(".")
+        # less the op's decorations: the function node in braces, the [Op:DecodeImage] tag and
+        # the op's (empty) "name: " after it
+        first = re.sub(r"\{\{.*?\}\}\s*|\s*\[Op:\w+\]( name:.*)?", "", first).strip().rstrip(".")
         return f"TensorFlow cannot decode it ({first})"
     return None
 
 
-def check_image_files(paths: list[str], flag: str) -> None:
+def check_image_files(paths: list[str], flag: str, decode_all: bool = False) -> None:
     """InputError naming the first unreadable image file (in listing order), if any: by its
-    first and last bytes, and for a set of at most ``DECODE_ALL_MAX_FILES``, decoded whole."""
-    check = decode_problem if len(paths) <= DECODE_ALL_MAX_FILES else image_file_problem
+    first and last bytes, and for a set of at most ``DECODE_ALL_MAX_FILES`` (any set with
+    ``decode_all``), decoded whole."""
+    whole = decode_all or len(paths) <= DECODE_ALL_MAX_FILES
+    check = decode_problem if whole else image_file_problem
     with concurrent.futures.ThreadPoolExecutor(_CHECK_THREADS) as pool:
         problems = list(pool.map(check, paths))
     for path, problem in zip(paths, problems, strict=True):
@@ -83,3 +95,28 @@ def check_image_files(paths: list[str], flag: str) -> None:
                 f"{flag} {path}: cannot read this image: {problem}{more}; "
                 "replace or remove the file"
             )
+
+
+@contextlib.contextmanager
+def name_the_unreadable_image(*sources) -> Iterator[None]:
+    """Turn TensorFlow's failure to decode an image of these sources (``data.Source``) inside
+    the block, training or evaluation, into the InputError line of ``check_image_files``.
+
+    TensorFlow's error names no file: a set larger than ``DECODE_ALL_MAX_FILES`` was only
+    checked by first and last bytes, so a file damaged in its middle is found here, by decoding
+    every file of the sources that have files (synthetic and TFDS data have none). Should none
+    be unreadable, or the error be no decoding failure, it is raised as it was.
+    """
+    try:
+        yield
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as error:
+        sources = [source for source in sources if source.files]
+        if not sources or not _DECODE_FAILURE.search(error.message or ""):
+            raise
+        logger.warning(
+            "TensorFlow could not decode an image: decoding all %d image files to name it",
+            sum(len(source.files) for source in sources),
+        )
+        for source in sources:
+            check_image_files(list(source.files), source.flag, decode_all=True)
+        raise

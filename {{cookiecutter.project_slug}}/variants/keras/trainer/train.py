@@ -27,6 +27,7 @@ from trainer import (
     data,
     distributed,
     hptune,
+    image_checks,
     model,
     passes,
     precision,
@@ -234,30 +235,35 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
             state.close()  # the checkpoint of the notice is published before the exit
             raise notice.preempted(f"{checkpoints.PREFIX}{state.step}")
 
-    epoch, done_steps = position.epochs_done, position.steps_into_epoch
-    trained = False
-    if done_steps and epoch < args.epochs:
-        if done_steps < steps_per_epoch:
-            # A timed checkpoint inside an epoch: train only that epoch's remaining steps.
-            logger.info(
-                "Finishing epoch %d: %d of its %d steps remain",
-                epoch + 1,
-                steps_per_epoch - done_steps,
-                steps_per_epoch,
-            )
-            checkpointing.steps_offset = done_steps
-            fit(
-                epoch, epoch + 1, steps_per_epoch - done_steps, epoch * steps_per_epoch + done_steps
-            )
-            trained = True
-        epoch += 1
-    if epoch < args.epochs:
-        fit(epoch, args.epochs, steps_per_epoch, epoch * steps_per_epoch)
-    elif not trained:
-        # The last value reported must be the exported model's (vertex.yaml scores a trial by
-        # its last measurement), and this attempt may run on a fresh VM: evaluate once more.
-        logger.info("All %d epochs are done: evaluating and exporting only", args.epochs)
-        evaluation.on_epoch_end(args.epochs - 1)
+    # An image that fails to decode, in training or evaluation: one line naming its file.
+    with image_checks.name_the_unreadable_image(train_source, eval_source):
+        epoch, done_steps = position.epochs_done, position.steps_into_epoch
+        trained = False
+        if done_steps and epoch < args.epochs:
+            if done_steps < steps_per_epoch:
+                # A timed checkpoint inside an epoch: train only that epoch's remaining steps.
+                logger.info(
+                    "Finishing epoch %d: %d of its %d steps remain",
+                    epoch + 1,
+                    steps_per_epoch - done_steps,
+                    steps_per_epoch,
+                )
+                checkpointing.steps_offset = done_steps
+                fit(
+                    epoch,
+                    epoch + 1,
+                    steps_per_epoch - done_steps,
+                    epoch * steps_per_epoch + done_steps,
+                )
+                trained = True
+            epoch += 1
+        if epoch < args.epochs:
+            fit(epoch, args.epochs, steps_per_epoch, epoch * steps_per_epoch)
+        elif not trained:
+            # The last value reported must be the exported model's (vertex.yaml scores a trial by
+            # its last measurement), and this attempt may run on a fresh VM: evaluate once more.
+            logger.info("All %d epochs are done: evaluating and exporting only", args.epochs)
+            evaluation.on_epoch_end(args.epochs - 1)
     state.close()
     if notice.received:
         # After the last step: the final checkpoint is complete, so evaluation and export go
