@@ -8,6 +8,9 @@ tested multi-worker path.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 
 import tensorflow as tf
@@ -176,3 +179,19 @@ def export(model: keras.Model, class_names: tuple[str, ...], image_size: int, pa
     tf.saved_model.save(
         module, path, signatures={"serving_default": serve, "serving_bytes": serve_bytes}
     )
+
+
+def export_on_every_task(classifier, class_names, image_size: int, model_dir: str, cluster) -> None:
+    """Every task exports (a collective under MWMS); only the chief's copy is kept."""
+    if cluster.is_chief:
+        export(classifier, class_names, image_size, model_dir)
+        logger.info("SavedModel written to %s", model_dir)
+        return
+    scratch = tempfile.mkdtemp(prefix=f"keras-{cluster.task_type}-{cluster.index}-model-")
+    logger.info(
+        "Exporting the %s copy of the model to %s (then removing it)", cluster.task_type, scratch
+    )
+    try:
+        export(classifier, class_names, image_size, os.path.join(scratch, "model"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -10,9 +10,6 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import os
-import shutil
-import tempfile
 
 # First: imports TensorFlow without its start-up noise (see quiet.py).
 from trainer import quiet  # noqa: F401
@@ -274,7 +271,9 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
             notice.seconds_since() or 0.0,
         )
     totals = speed.log_summary() if cluster.is_chief else {}
-    _export(classifier, train_source.class_names, image_size, ctx.model_dir.uri, cluster)
+    model.export_on_every_task(
+        classifier, train_source.class_names, image_size, ctx.model_dir.uri, cluster
+    )
     if evaluation.results:  # the chief's: the exported model is the last epoch's
         tracker.finish({METRIC: evaluation.results[METRIC], **totals})
     return 0
@@ -289,18 +288,3 @@ def _use_learning_rate(optimizer, learning_rate: float) -> None:
         )
     optimizer.learning_rate.assign(learning_rate)
 
-
-def _export(classifier, class_names, image_size: int, model_dir: str, cluster) -> None:
-    """Every task exports (a collective under MWMS); only the chief's copy is kept."""
-    if cluster.is_chief:
-        model.export(classifier, class_names, image_size, model_dir)
-        logger.info("SavedModel written to %s", model_dir)
-        return
-    scratch = tempfile.mkdtemp(prefix=f"keras-{cluster.task_type}-{cluster.index}-model-")
-    logger.info(
-        "Exporting the %s copy of the model to %s (then removing it)", cluster.task_type, scratch
-    )
-    try:
-        model.export(classifier, class_names, image_size, os.path.join(scratch, "model"))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
