@@ -130,6 +130,7 @@ def check_pytorch_run(command: str, output: str, folder: Path) -> None:
     if command in PYTORCH_DEFAULT_RUNS or drill:
         (metrics,) = (folder / "hypertune" / "workerpool0-0").iterdir()
         accuracy = float(read_metrics(metrics)[-1]["accuracy"])
+        print(f"{command}: final eval accuracy {accuracy}")
         assert accuracy >= PYTORCH_MIN_ACCURACY, f"{command}: final eval accuracy {accuracy}"
     if not drill:
         return
@@ -146,6 +147,7 @@ def check_pytorch_run(command: str, output: str, folder: Path) -> None:
         interrupted = int(
             re.findall(r"kill drill: SIGKILL to \S+ after checkpoint-(\d+)", output)[0]
         )
+    print(f"{command}: interrupted at step {interrupted} of {last_step}, reruns {spans[1:]}")
     assert 0 < interrupted < last_step, f"{command}: interrupted at step {interrupted}"
     resumed = [start for start, end in spans if start > 0]
     assert resumed and max(resumed) <= last_step and resumed[0] >= interrupted, spans
