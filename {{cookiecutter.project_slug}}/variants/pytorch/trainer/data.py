@@ -56,7 +56,7 @@ class RawData:
 def synthetic_examples(count: int, seed: int) -> dict[str, list]:
     """Review-like sentences whose sentiment words give the label away, with some noise.
 
-    Each text holds a few sentiment words of its class and, in a third of the texts, one of the
+    Each text holds a few sentiment words of its class and, in 30% of the texts, one of the
     other class (a "good" in a bad review): the majority decides, so a small BERT trained from
     scratch learns it in a few hundred examples. Lengths are skewed like real reviews (most
     short, a few long), which is what makes dynamic padding pay off. The same count and seed
