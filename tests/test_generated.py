@@ -18,9 +18,15 @@ from conftest import FRAMEWORKS, TEMPLATE, pip_env
 pytestmark = pytest.mark.generated
 
 
+# This suite runs a process per core already (pytest -n auto): one OpenMP thread each, as the
+# projects' own conftest sets, or their threads wait on each other (PyTorch steps 10x slower).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
 def run(command: list[str], cwd: Path, timeout: int, **env: str) -> subprocess.CompletedProcess:
+    env = {**pip_env(), **ONE_THREAD, **env}
     result = subprocess.run(
-        command, cwd=cwd, env={**pip_env(), **env}, capture_output=True, text=True, timeout=timeout
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
     assert result.returncode == 0, (
         f"{' '.join(command)} failed ({result.returncode}):\n"

@@ -111,3 +111,43 @@ def test_readme_command_runs_as_written(tmp_path, command):
     elif "KILL_AFTER=" in command:
         assert re.search(r"^local_run \| kill drill: SIGKILL to \S+ after", result.stdout, re.M)
         assert "was killed by the drill; restarting it" in result.stdout
+    if FRAMEWORK == "pytorch":
+        check_pytorch_run(command, result.stdout, folder)
+
+
+# The runs whose flags are the Makefile's defaults: the scratch model must learn the synthetic
+# task (ARGS, HPT_TRIAL and RESUME change or skip the training).
+PYTORCH_DEFAULT_RUNS = ("make train-local", "make train-local REPLICAS=2")
+PYTORCH_MIN_ACCURACY = 0.9
+
+
+def check_pytorch_run(command: str, output: str, folder: Path) -> None:
+    """The default run learns (eval accuracy >= 0.9, the last value reported for tuning), and
+    the drills interrupt it before its last step, after which the rerun resumes and finishes."""
+    from vertex_trainer_tools.testing import read_metrics
+
+    drill = "KILL_AFTER=" in command
+    if command in PYTORCH_DEFAULT_RUNS or drill:
+        (metrics,) = (folder / "hypertune" / "workerpool0-0").iterdir()
+        accuracy = float(read_metrics(metrics)[-1]["accuracy"])
+        print(f"{command}: final eval accuracy {accuracy}")
+        assert accuracy >= PYTORCH_MIN_ACCURACY, f"{command}: final eval accuracy {accuracy}"
+    if not drill:
+        return
+    spans = [
+        (int(start), int(end))
+        for start, end in re.findall(r"Training from global step (\d+) to (\d+)", output)
+    ]
+    last_step = spans[0][1]
+    if "KILL_SIGNAL=TERM" in command:
+        saved = re.findall(r"notice: saved checkpoint-(\d+), exiting", output)
+        assert saved, f"{command}: the SIGTERM came after training\n{output[-3000:]}"
+        interrupted = int(saved[0])
+    else:
+        interrupted = int(
+            re.findall(r"kill drill: SIGKILL to \S+ after checkpoint-(\d+)", output)[0]
+        )
+    print(f"{command}: interrupted at step {interrupted} of {last_step}, reruns {spans[1:]}")
+    assert 0 < interrupted < last_step, f"{command}: interrupted at step {interrupted}"
+    resumed = [start for start, end in spans if start > 0]
+    assert resumed and max(resumed) <= last_step and resumed[0] >= interrupted, spans

@@ -169,9 +169,10 @@ def _args(tiny_bert, odd_csv, job, *extra) -> list[str]:
     ]
 
 
-def _steps_per_epoch(replicas: int) -> int:
-    global_batch = BATCH_SIZE * replicas
-    return -(-TRAIN_ROWS // global_batch)
+def _steps_per_epoch(replicas: int, accumulation: int = 1) -> int:
+    """Optimizer steps per epoch: the last one takes the batches that are left over."""
+    batches = -(-TRAIN_ROWS // (BATCH_SIZE * replicas))
+    return -(-batches // accumulation)
 
 
 @pytest.mark.slow
@@ -198,18 +199,25 @@ def test_two_replicas_train_on_every_example_once_per_epoch(tiny_bert, odd_csv, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "replicas", [1, pytest.param(2, marks=pytest.mark.distributed)], ids=["1-replica", "2-replicas"]
+    ("replicas", "accumulation"),
+    [(1, 1), pytest.param(2, 1, marks=pytest.mark.distributed), (1, 3)],
+    ids=["1-replica", "2-replicas", "1-replica-accumulating-3"],
 )
-def test_resumed_mid_epoch_ends_with_the_same_weights(tiny_bert, odd_csv, tmp_path, replicas):
+def test_resumed_mid_epoch_ends_with_the_same_weights(
+    tiny_bert, odd_csv, tmp_path, replicas, accumulation
+):
     """Stopped right after a checkpoint in the middle of epoch 2, rerun: the rerun trains the
     rest of epoch 2 on the same batches, and the final weights are bitwise those of a run that
-    was never stopped (CPU, gloo: the same operations in the same order)."""
+    was never stopped (CPU, gloo: the same operations in the same order). With
+    --gradient-accumulation-steps a step is several batches (13 per epoch here, in steps of 3:
+    the last step of each epoch takes the one left over); the rerun skips whole steps' batches.
+    """
     from safetensors.torch import load_file
 
-    per_epoch = _steps_per_epoch(replicas)
+    per_epoch = _steps_per_epoch(replicas, accumulation)
     stop = per_epoch + per_epoch // 2  # mid-epoch 2
     assert per_epoch < stop < EPOCHS * per_epoch
-    save = [f"--save-steps={stop}"]
+    save = [f"--save-steps={stop}", f"--gradient-accumulation-steps={accumulation}"]
     whole = tmp_path / "whole"
     _run(_args(tiny_bert, odd_csv, whole, *save), tmp_path, "whole", replicas)
     job = tmp_path / "job"
@@ -222,6 +230,8 @@ def test_resumed_mid_epoch_ends_with_the_same_weights(tiny_bert, odd_csv, tmp_pa
 
     reference, resumed = _trace(tmp_path / "whole"), _trace(tmp_path / "resumed")
     assert min(resumed) == stop
+    global_batch = BATCH_SIZE * replicas * accumulation
+    assert len(reference[0]) == min(global_batch, TRAIN_ROWS), "a step is accumulation batches"
     changed = [s for s in resumed if sorted(resumed[s]) != sorted(reference[s])]
     assert changed == [], f"steps that trained on other examples after the resume: {changed}"
 

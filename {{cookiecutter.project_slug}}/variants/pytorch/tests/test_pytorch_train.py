@@ -245,3 +245,27 @@ def test_a_failing_torchrun_worker_ends_at_once_with_its_reason(raised, code, sa
     assert said in result.stderr
     assert ("Traceback" in result.stderr) == (code == 1)
     assert "not reached" not in result.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "1.5", "two"])
+def test_gradient_accumulation_steps_must_be_a_whole_number_of_batches(value, tmp_path, capsys):
+    """A bad value stops the run before anything is read or written (argparse's exit 2), with
+    one error line naming the flag and what it takes."""
+    argv = ["--train-data=synthetic", f"--model-dir={tmp_path}"]
+    with pytest.raises(SystemExit) as stopped:
+        task.main([*argv, f"--gradient-accumulation-steps={value}"])
+    assert stopped.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "--gradient-accumulation-steps" in errors[0], errors
+    assert "expected an integer" in errors[0]
+    assert not any(tmp_path.iterdir())
+
+
+def test_gradient_accumulation_steps_reach_the_trainer(tmp_path):
+    """Hugging Face's own argument: it steps the optimizer every N batches and counts steps."""
+    from trainer import flags, train
+
+    args = flags.parser().parse_args(["--gradient-accumulation-steps=4"])
+    assert train.training_arguments(args, str(tmp_path)).gradient_accumulation_steps == 4
+    args = flags.parser().parse_args([])
+    assert train.training_arguments(args, str(tmp_path)).gradient_accumulation_steps == 1

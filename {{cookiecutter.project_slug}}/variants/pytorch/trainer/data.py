@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 IMDB = "stanfordnlp/imdb"  # the Hub id of the "imdb" dataset of Google's PyTorch walkthrough
 SYNTHETIC = "synthetic"
 SYNTHETIC_SIZES = {"train": 1024, "eval": 256}
+SYNTHETIC_NOISE = 0.3  # share of synthetic texts with one sentiment word of the other class
 HOLDOUT_FRACTION = 0.1  # evaluation share taken from --train-data files when --eval-data is unset
 LABELS = "labels"  # the column name the Trainer and the model expect
 
@@ -53,10 +54,13 @@ class RawData:
 
 
 def synthetic_examples(count: int, seed: int) -> dict[str, list]:
-    """Review-like sentences whose sentiment words give the label away.
+    """Review-like sentences whose sentiment words give the label away, with some noise.
 
-    Lengths are skewed like real reviews (most short, a few long), which is what makes
-    dynamic padding pay off.
+    Each text holds a few sentiment words of its class and, in 30% of the texts, one of the
+    other class (a "good" in a bad review): the majority decides, so a small BERT trained from
+    scratch learns it in a few hundred examples. Lengths are skewed like real reviews (most
+    short, a few long), which is what makes dynamic padding pay off. The same count and seed
+    always give the same texts.
     """
     rng = random.Random(seed)
     texts, labels = [], []
@@ -64,9 +68,13 @@ def synthetic_examples(count: int, seed: int) -> dict[str, list]:
         label = rng.randrange(2)
         length = min(int(rng.paretovariate(1.2) * 8), 300)
         words = [rng.choice(FILLER_WORDS) for _ in range(length)]
-        cues = POSITIVE_WORDS if label else NEGATIVE_WORDS
-        for _ in range(1 + length // 12):
+        cues, others = (
+            (POSITIVE_WORDS, NEGATIVE_WORDS) if label else (NEGATIVE_WORDS, POSITIVE_WORDS)
+        )
+        for _ in range(2 + length // 12):
             words.insert(rng.randrange(len(words) + 1), rng.choice(cues))
+        if rng.random() < SYNTHETIC_NOISE:
+            words.insert(rng.randrange(len(words) + 1), rng.choice(others))
         texts.append(" ".join(words).capitalize() + ".")
         labels.append(label)
     return {"text": texts, "label": labels}

@@ -84,6 +84,13 @@ def add_arguments(parser) -> None:
         "--batch-size", type=cli.positive_integer, default=16, help="per process (per GPU)"
     )
     group.add_argument(
+        "--gradient-accumulation-steps",
+        type=cli.positive_integer,
+        default=1,
+        help="batches per optimizer step: the global batch is --batch-size x processes x this, "
+        "for a large batch on few GPUs",
+    )
+    group.add_argument(
         "--eval-batch-size",
         type=cli.non_negative_integer,
         default=0,

@@ -135,6 +135,7 @@ def training_arguments(args, output_dir: str) -> TrainingArguments:
     options = dict(
         output_dir=output_dir,
         per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
         per_device_eval_batch_size=args.eval_batch_size or 2 * args.batch_size,
         num_train_epochs=args.epochs,
         max_steps=args.max_steps or -1,
