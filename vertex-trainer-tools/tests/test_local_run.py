@@ -151,6 +151,20 @@ def test_process_env_drops_stale_contract_variables_and_gives_each_replica_its_t
     assert env["CLOUD_ML_JOB_ID"] == JOB_ID, "job.env never overrides what Vertex sets"
 
 
+def test_replicas_sharing_the_machine_get_a_share_of_its_threads(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    two = job_spec.environments(job_spec.make_job([2], BASE, job_id=JOB_ID))
+    assert {env["OMP_NUM_THREADS"] for env in two.values()} == {"4"}
+    one = job_spec.environments(job_spec.make_job([1], BASE, job_id=JOB_ID))
+    assert "OMP_NUM_THREADS" not in one["workerpool0-0"], "one replica: the machine is its own"
+    mine = job_spec.environments(job_spec.make_job([2], BASE), {"OMP_NUM_THREADS": "3"})
+    assert {env["OMP_NUM_THREADS"] for env in mine.values()} == {"3"}, "job.env wins"
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    shell = job_spec.environments(job_spec.make_job([2], BASE))
+    assert all("OMP_NUM_THREADS" not in env for env in shell.values()), "the shell's value wins"
+
+
 def test_cpu_slices_are_disjoint_and_cover_the_machine():
     if not hasattr(os, "sched_getaffinity"):
         pytest.skip("no CPU affinity on this platform")
