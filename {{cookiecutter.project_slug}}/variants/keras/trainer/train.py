@@ -287,4 +287,3 @@ def _use_learning_rate(optimizer, learning_rate: float) -> None:
             "Learning rate %g (--learning-rate), not the checkpoint's %g", learning_rate, restored
         )
     optimizer.learning_rate.assign(learning_rate)
-
