@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -31,9 +32,29 @@ SMOKE_ARGS = [
 ]
 
 
+# The trainers started here import the packages the image has: scikit-learn (the tests' own
+# dependency, which XGBoost imports whenever it is installed) cannot be imported from them.
+IMAGE_PACKAGES = {
+    "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(Path(__file__).parent / "image_packages"), os.environ.get("PYTHONPATH")])
+    )
+}
+
+
 def trainer_env(**extra: str) -> dict[str, str]:
     """This environment without any Vertex variables of the caller, plus ``extra``."""
-    return without_vertex(PYTHONUNBUFFERED="1", **extra)
+    return without_vertex(PYTHONUNBUFFERED="1", **IMAGE_PACKAGES, **extra)
+
+
+@pytest.fixture
+def local_job(local_job):
+    """The tools' ``local_job`` (and so ``kill_and_resume``, ``hpt_trial``), its replicas
+    importing the packages the image has (``IMAGE_PACKAGES``)."""
+
+    def run(output_dir: Path, trainer_args=(), *, env: dict[str, str] | None = None, **options):
+        return local_job(output_dir, trainer_args, env={**IMAGE_PACKAGES, **(env or {})}, **options)
+
+    return run
 
 
 def start_trainer(args: list[str], env: dict[str, str] | None = None, log: Path | None = None):
