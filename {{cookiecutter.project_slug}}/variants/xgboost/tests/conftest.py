@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import pytest
 import xgboost as xgb
 from sklearn import datasets, metrics
 from sklearn.model_selection import train_test_split
-from vertex_trainer_tools.testing import kill, read_metrics, without_vertex
+from vertex_trainer_tools.testing import is_vertex_variable, kill, read_metrics, without_vertex
 
 PROJECT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 150
@@ -80,6 +82,30 @@ def run_trainer(args: list[str], env: dict[str, str] | None = None, timeout: int
         kill(process)
         pytest.fail(f"trainer ran past {timeout} s: {args}")
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def run_in_process(args: list[str], monkeypatch) -> subprocess.CompletedProcess:
+    """``run_trainer`` as a call of ``trainer.task.main`` in this process, without the caller's
+    Vertex variables: no start-up to pay, for tests about what a run computes, not about its
+    process. ``stderr`` holds its log lines (INFO and up), as the process would print them."""
+    from trainer import task
+
+    for name in list(os.environ):
+        if is_vertex_variable(name):
+            monkeypatch.delenv(name)
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        code = task.main(args)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    return subprocess.CompletedProcess(["trainer.task", *args], code, "", log.getvalue())
 
 
 def check_ok(result: subprocess.CompletedProcess) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -9,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import FAST, run_trainer, trainer_env
+from vertex_trainer_tools.testing import is_vertex_variable
 
 from trainer import cli, data
 from trainer import schema as schemas
@@ -53,10 +55,19 @@ def _bad_inputs(tmp_path) -> dict:
 @pytest.mark.parametrize(
     "case", ["missing label", "empty file", "no rows", "free text", "inf feature", "repeated"]
 )
-def test_bad_data_fails_with_one_line_and_writes_nothing(tmp_path, case):
+def test_bad_data_fails_with_one_line_and_writes_nothing(tmp_path, case, monkeypatch, capsys):
+    """``python -m trainer.task``'s main in this process (no start-up per case; the trainer
+    processes of test_eval_data_errors_name_the_eval_source and
+    test_one_label_class_fails_before_training take the same path): exit code 2 and one
+    ERROR line; any other exception would be the traceback a user sees, and fails the test."""
+    from trainer import task
+
+    for name in list(os.environ):
+        if is_vertex_variable(name):
+            monkeypatch.delenv(name)
     path, expected = _bad_inputs(tmp_path)[case]
     model_dir = tmp_path / "model"
-    result = run_trainer(
+    code = task.main(
         [
             f"--train-data={path}",
             f"--eval-data={tmp_path / 'good.csv'}",
@@ -66,10 +77,11 @@ def test_bad_data_fails_with_one_line_and_writes_nothing(tmp_path, case):
             *FAST,
         ]
     )
-    assert result.returncode == 2, result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and expected in errors[0], result.stderr
-    assert "Traceback" not in result.stderr
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and expected in errors[0], stderr
+    assert "Traceback" not in stderr
     assert not model_dir.exists()
 
 

@@ -8,9 +8,11 @@ on another model than the one it would have trained.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import xgboost as xgb
-from conftest import FAST, check_ok, load_model, run_trainer
+from conftest import FAST, check_ok, load_model, run_in_process
 from test_xgboost_distributed import run_two_replicas
 
 from trainer import resume
@@ -69,13 +71,15 @@ def _trees(model_dir) -> list[str]:
 
 
 @pytest.mark.slow  # make test-all: the fast tier keeps one resume (test_xgboost_resume.py)
-def test_sampled_run_resumes_to_the_same_trees(tmp_path):
-    """Interrupted after round 12 and rerun: the same trees, split values and covers."""
+def test_sampled_run_resumes_to_the_same_trees(tmp_path, monkeypatch):
+    """Interrupted after round 12 and rerun: the same trees, split values and covers (the runs
+    are calls in this process: the rerun reads the first run's checkpoint from disk)."""
     common = _common(tmp_path)
-    check_ok(run_trainer([*common, f"--num-boost-round={ROUNDS}", f"--job-dir={tmp_path / 'a'}"]))
+    run = functools.partial(run_in_process, monkeypatch=monkeypatch)
+    check_ok(run([*common, f"--num-boost-round={ROUNDS}", f"--job-dir={tmp_path / 'a'}"]))
     job = tmp_path / "b"
-    check_ok(run_trainer([*common, f"--num-boost-round={CUT}", f"--job-dir={job}"]))
-    result = run_trainer([*common, f"--num-boost-round={ROUNDS}", f"--job-dir={job}"])
+    check_ok(run([*common, f"--num-boost-round={CUT}", f"--job-dir={job}"]))
+    result = run([*common, f"--num-boost-round={ROUNDS}", f"--job-dir={job}"])
     check_ok(result)
     assert f"{CUT} rounds done" in result.stderr
     resumed, reference = _trees(job / "model"), _trees(tmp_path / "a" / "model")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import FAST, load_model
+from conftest import FAST, IMAGE_PACKAGES, load_model
+from vertex_trainer_tools.testing import run_local_job
 
 from trainer import checkpoints
 
@@ -32,8 +33,28 @@ def final_rounds(output_dir) -> tuple[int, int]:
     return latest.step, booster.num_boosted_rounds()
 
 
-def test_two_replicas_train_and_only_the_chief_exports(tmp_path, local_job):
-    job = local_job(tmp_path / "out", ARGS, replicas=2)
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, vertex_project):
+    """The 2-replica job of ``ARGS`` without a drill, run once for this module: what each
+    replica does, and the trees that every drill's rerun must end with."""
+    output_dir = tmp_path_factory.mktemp("uninterrupted") / "out"
+    return run_local_job(
+        output_dir, ["--replicas=2"], ARGS, 600, IMAGE_PACKAGES, project=vertex_project
+    )
+
+
+# The tests that read `uninterrupted` run on one pytest-xdist worker (make test-all's
+# --dist loadgroup), so the job runs once.
+shares_the_uninterrupted_job = pytest.mark.xdist_group("xgboost-uninterrupted-2-replica-job")
+
+
+def trees(output_dir) -> list[str]:
+    return load_model(output_dir / "model")[0].get_dump()
+
+
+@shares_the_uninterrupted_job
+def test_two_replicas_train_and_only_the_chief_exports(uninterrupted):
+    job = uninterrupted
     print(f"xgboost REPLICAS=2 local run: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
     assert any("rank 0 of 2" in line for line in job.lines("workerpool0-0"))
@@ -46,7 +67,10 @@ def test_two_replicas_train_and_only_the_chief_exports(tmp_path, local_job):
     assert final_rounds(job.output_dir) == (ROUNDS, ROUNDS)
 
 
-def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path, kill_and_resume):
+@shares_the_uninterrupted_job
+def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
+    tmp_path, kill_and_resume, uninterrupted
+):
     # XGBoost's collective cannot take a member leaving and rejoining: like Vertex's
     # restart_job_on_worker_restart, the runner then restarts every replica.
     job = kill_and_resume(tmp_path / "out", ARGS, replicas=2, restart_job=True)
@@ -65,12 +89,15 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path, kill_a
     assert any(f"Boosting rounds {done + 1}..{ROUNDS} of {ROUNDS}" in x for x in rerun)
     assert any(f"Boosting rounds {done + 1}..{ROUNDS}" in x for x in job.lines("workerpool1-0", 2))
     assert job.reported_steps("workerpool0-0") == [*range(done + 10, ROUNDS + 1, 10), ROUNDS]
-    # ... so the final model equals an uninterrupted run's in rounds.
+    # ... so the final model equals an uninterrupted run's.
     assert final_rounds(job.output_dir) == (ROUNDS, ROUNDS)
+    assert uninterrupted.returncode == 0, uninterrupted.tail()
+    assert trees(job.output_dir) == trees(uninterrupted.output_dir)
 
 
+@shares_the_uninterrupted_job
 def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
-    tmp_path, kill_and_resume, local_job
+    tmp_path, kill_and_resume, uninterrupted
 ):
     out = tmp_path / "out"
     job = kill_and_resume(out, ARGS, replicas=2, restart_job=True, signal="TERM")
@@ -84,10 +111,9 @@ def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
     # Not a round lost: the rerun continues from the round the notice saved ...
     assert any(f"{rounds} rounds done" in x for x in job.lines(attempt=2))
     # ... and ends with the trees of an uninterrupted run.
-    reference = local_job(tmp_path / "whole", ARGS, replicas=2)
-    assert reference.returncode == 0, reference.tail()
-    trees = [load_model(folder / "model")[0].get_dump() for folder in (out, tmp_path / "whole")]
-    assert len(trees[0]) == ROUNDS and trees[0] == trees[1]
+    assert uninterrupted.returncode == 0, uninterrupted.tail()
+    resumed = trees(out)
+    assert len(resumed) == ROUNDS and resumed == trees(uninterrupted.output_dir)
 
 
 # --- issue 25: a Spot preemption costs at most one round, at real round times ---------------
@@ -155,7 +181,7 @@ def test_notice_at_5s_rounds_exits_after_the_round_in_progress_and_loses_none(
 def test_notice_after_the_last_round_finishes_the_export_and_exits_0(tmp_path, local_job):
     """SIGTERM during the final evaluation (3 s here): evaluation and export fit in the grace
     period, so the replica exports and exits 0; the job is not rerun, nothing retrained."""
-    rounds = 3
+    rounds = 1  # slowed to 3 s like the evaluation: only the last round matters here
     args = [
         "--train-data=synthetic:1000",
         "--eval-data=synthetic:200",
@@ -167,7 +193,7 @@ def test_notice_after_the_last_round_finishes_the_export_and_exits_0(tmp_path, l
     job = local_job(tmp_path / "out", args, runner_args=drill, env={STEP_ENV: "3"})
     print(f"xgboost SIGTERM after the last round: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
-    assert "kill drill: SIGTERM to workerpool0-0 after checkpoint-3 was saved" in job.output
+    assert f"kill drill: SIGTERM to workerpool0-0 after checkpoint-{rounds} was saved" in job.output
     code, _ = seconds_to_exit(job)
     assert code == 0 and job.attempts() == 1
     assert final_rounds(job.output_dir) == (rounds, rounds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import time
@@ -14,6 +15,7 @@ from conftest import (
     TIMEOUT_S,
     check_ok,
     load_model,
+    run_in_process,
     run_trainer,
     start_trainer,
     trainer_env,
@@ -31,7 +33,7 @@ def _complete(root) -> list[int]:
 
 
 def test_killed_run_resumes_with_the_remaining_rounds(tmp_path):
-    rounds = 600
+    rounds = 60
     job = tmp_path / "job"
     metric_file = tmp_path / "metrics"
     env = trainer_env(CLOUD_ML_HP_METRIC_FILE=str(metric_file))
@@ -44,7 +46,9 @@ def test_killed_run_resumes_with_the_remaining_rounds(tmp_path):
         "--eta=0.05",
         *FAST,
     ]
-    process = start_trainer(args, env, log=tmp_path / "first.log")
+    # The first run at 0.1 s rounds (the drills' hook): killed seconds before it could end.
+    slowed = {**env, "VERTEX_TRAINER_DRILL_STEP_SECONDS": "0.1"}
+    process = start_trainer(args, slowed, log=tmp_path / "first.log")
     try:
         deadline = time.monotonic() + TIMEOUT_S
         while not _complete(job / "checkpoints"):
@@ -68,7 +72,7 @@ def test_killed_run_resumes_with_the_remaining_rounds(tmp_path):
 
 
 @pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
-def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path):
+def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path, monkeypatch):
     root = tmp_path / "checkpoints"
     common = [
         "--train-data=synthetic:500",
@@ -77,7 +81,9 @@ def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path):
         "--checkpoint-rounds=5",
         *FAST,
     ]
-    check_ok(run_trainer([*common, "--num-boost-round=10", f"--model-dir={tmp_path / 'm1'}"]))
+    # The runs are calls in this process (a new process is the kill test's point, not this).
+    run = functools.partial(run_in_process, monkeypatch=monkeypatch)
+    check_ok(run([*common, "--num-boost-round=10", f"--model-dir={tmp_path / 'm1'}"]))
     assert _complete(root) == [5, 10]
     # A copy interrupted before its marker, and one whose marker vouches for a broken file.
     shutil.copytree(root / "checkpoint-10", root / "checkpoint-15")
@@ -86,7 +92,7 @@ def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path):
     (root / "checkpoint-12" / "model.ubj").write_bytes(b"not a booster")
     checkpoints.mark_complete(str(root / "checkpoint-12"), 12)
 
-    result = run_trainer([*common, "--num-boost-round=20", f"--model-dir={tmp_path / 'm2'}"])
+    result = run([*common, "--num-boost-round=20", f"--model-dir={tmp_path / 'm2'}"])
     check_ok(result)
     log = result.stderr
     assert "checkpoint-15: no COMPLETE marker" in log
@@ -95,7 +101,7 @@ def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path):
     assert load_model(tmp_path / "m2")[0].num_boosted_rounds() == 20
 
     # Run again after it finished: nothing left to train, same model.
-    again = run_trainer([*common, "--num-boost-round=20", f"--model-dir={tmp_path / 'm3'}"])
+    again = run([*common, "--num-boost-round=20", f"--model-dir={tmp_path / 'm3'}"])
     check_ok(again)
     assert "All 20 rounds were done" in again.stderr
     assert (tmp_path / "m3" / "model.bst").read_bytes() == (
@@ -105,8 +111,10 @@ def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path):
 
 @pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
 @pytest.mark.parametrize("early_stopping", [0, 5])
-def test_resumed_model_equals_uninterrupted(tmp_path, early_stopping):
-    """Stop after k rounds, restart with the full count: same trees, same early stop."""
+def test_resumed_model_equals_uninterrupted(tmp_path, monkeypatch, early_stopping):
+    """Stop after k rounds, restart with the full count: same trees, same early stop (the runs
+    are calls in this process: the restart reads the first run's checkpoint from disk)."""
+    run = functools.partial(run_in_process, monkeypatch=monkeypatch)
     train, evaluate = "synthetic:800", "synthetic:300"
     common = [
         f"--train-data={train}",
@@ -118,7 +126,7 @@ def test_resumed_model_equals_uninterrupted(tmp_path, early_stopping):
     ]
     rounds = 300 if early_stopping else 40
     whole = tmp_path / "whole"
-    check_ok(run_trainer([*common, f"--num-boost-round={rounds}", f"--job-dir={whole}"]))
+    check_ok(run([*common, f"--num-boost-round={rounds}", f"--job-dir={whole}"]))
     reference, reference_meta = load_model(whole / "model")
     if early_stopping:
         best = reference_meta["best_iteration"]
@@ -128,8 +136,8 @@ def test_resumed_model_equals_uninterrupted(tmp_path, early_stopping):
         cut = 15
     parts = tmp_path / "parts"
     first = [*common, f"--checkpoint-dir={parts / 'checkpoints'}"]
-    check_ok(run_trainer([*first, f"--num-boost-round={cut}", f"--model-dir={parts / 'm1'}"]))
-    result = run_trainer([*first, f"--num-boost-round={rounds}", f"--model-dir={parts / 'm2'}"])
+    check_ok(run([*first, f"--num-boost-round={cut}", f"--model-dir={parts / 'm1'}"]))
+    result = run([*first, f"--num-boost-round={rounds}", f"--model-dir={parts / 'm2'}"])
     check_ok(result)
     assert f"{cut} rounds done" in result.stderr
     resumed, resumed_meta = load_model(parts / "m2")
