@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -84,28 +85,34 @@ def run_trainer(args: list[str], env: dict[str, str] | None = None, timeout: int
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def run_in_process(args: list[str], monkeypatch) -> subprocess.CompletedProcess:
+def run_in_process(
+    args: list[str], monkeypatch, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """``run_trainer`` as a call of ``trainer.task.main`` in this process, without the caller's
-    Vertex variables: no start-up to pay, for tests about what a run computes, not about its
-    process. ``stderr`` holds its log lines (INFO and up), as the process would print them."""
+    Vertex variables, plus ``env``: no start-up to pay, for tests about what a run computes or
+    refuses, not about its process. ``stderr`` holds what the process would print there: its
+    log lines (INFO and up) and its ERROR line; an exception fails the calling test."""
     from trainer import task
 
     for name in list(os.environ):
         if is_vertex_variable(name):
             monkeypatch.delenv(name)
-    log = io.StringIO()
-    handler = logging.StreamHandler(log)
+    for name, value in (env or {}).items():
+        monkeypatch.setenv(name, value)
+    stderr = io.StringIO()
+    handler = logging.StreamHandler(stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     level = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     try:
-        code = task.main(args)
+        with contextlib.redirect_stderr(stderr):
+            code = task.main(args)
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
-    return subprocess.CompletedProcess(["trainer.task", *args], code, "", log.getvalue())
+    return subprocess.CompletedProcess(["trainer.task", *args], code, "", stderr.getvalue())
 
 
 def check_ok(result: subprocess.CompletedProcess) -> None:

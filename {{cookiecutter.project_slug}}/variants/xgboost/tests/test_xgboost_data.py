@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FAST, run_trainer, trainer_env
-from vertex_trainer_tools.testing import is_vertex_variable
+from conftest import FAST, run_in_process, run_trainer
 
 from trainer import cli, data
 from trainer import schema as schemas
@@ -55,19 +53,12 @@ def _bad_inputs(tmp_path) -> dict:
 @pytest.mark.parametrize(
     "case", ["missing label", "empty file", "no rows", "free text", "inf feature", "repeated"]
 )
-def test_bad_data_fails_with_one_line_and_writes_nothing(tmp_path, case, monkeypatch, capsys):
-    """``python -m trainer.task``'s main in this process (no start-up per case; the trainer
-    processes of test_eval_data_errors_name_the_eval_source and
-    test_one_label_class_fails_before_training take the same path): exit code 2 and one
-    ERROR line; any other exception would be the traceback a user sees, and fails the test."""
-    from trainer import task
-
-    for name in list(os.environ):
-        if is_vertex_variable(name):
-            monkeypatch.delenv(name)
+def test_bad_data_fails_with_one_line_and_writes_nothing(tmp_path, case, monkeypatch):
+    """The trainer's main in this process (no start-up per case; a trainer process takes the
+    same path in test_eval_data_errors_name_the_eval_source)."""
     path, expected = _bad_inputs(tmp_path)[case]
     model_dir = tmp_path / "model"
-    code = task.main(
+    result = run_in_process(
         [
             f"--train-data={path}",
             f"--eval-data={tmp_path / 'good.csv'}",
@@ -75,13 +66,13 @@ def test_bad_data_fails_with_one_line_and_writes_nothing(tmp_path, case, monkeyp
             f"--model-dir={model_dir}",
             f"--checkpoint-dir={tmp_path / 'checkpoints'}",
             *FAST,
-        ]
+        ],
+        monkeypatch,
     )
-    stderr = capsys.readouterr().err
-    assert code == 2, stderr
-    errors = [line for line in stderr.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and expected in errors[0], stderr
-    assert "Traceback" not in stderr
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+    assert len(errors) == 1 and expected in errors[0], result.stderr
+    assert "Traceback" not in result.stderr  # in this process: any other exception fails here
     assert not model_dir.exists()
 
 
@@ -249,7 +240,7 @@ def test_bigquery_reads_with_the_explicit_project(monkeypatch):
 
 
 @pytest.mark.parametrize("where", ["train", "eval"])
-def test_one_label_class_fails_before_training(tmp_path, where):
+def test_one_label_class_fails_before_training(tmp_path, where, monkeypatch):
     """One class: no AUC (XGBoost reports NaN and a tuning trial gets nothing), so exit 2."""
     good = _frame()
     one_class = good.assign(y=0)
@@ -258,7 +249,7 @@ def test_one_label_class_fails_before_training(tmp_path, where):
     files = {"train": tmp_path / "good.csv", "eval": tmp_path / "good.csv"}
     files[where] = tmp_path / "one_class.csv"
     model_dir = tmp_path / "model"
-    result = run_trainer(
+    result = run_in_process(
         [
             f"--train-data={files['train']}",
             f"--eval-data={files['eval']}",
@@ -268,7 +259,8 @@ def test_one_label_class_fails_before_training(tmp_path, where):
             f"--job-dir={tmp_path / 'job'}",
             *FAST,
         ],
-        trainer_env(CLOUD_ML_HP_METRIC_FILE=str(tmp_path / "metrics")),
+        monkeypatch,
+        env={"CLOUD_ML_HP_METRIC_FILE": str(tmp_path / "metrics")},
     )
     assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]

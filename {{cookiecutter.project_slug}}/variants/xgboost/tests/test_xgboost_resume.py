@@ -151,11 +151,11 @@ def test_resumed_model_equals_uninterrupted(tmp_path, monkeypatch, early_stoppin
     np.testing.assert_allclose(resumed.predict(rows), reference.predict(rows), atol=1e-5)
 
 
-def test_time_based_checkpoints(tmp_path):
+def test_time_based_checkpoints(tmp_path, monkeypatch):
     # No round-based checkpoints and a tiny --checkpoint-minutes: the timer saves every round or
     # so; pruning keeps the newest two, the older of which only the timer can have written.
     root = tmp_path / "checkpoints"
-    result = run_trainer(
+    result = run_in_process(
         [
             "--train-data=synthetic:300",
             "--eval-data=synthetic:100",
@@ -164,7 +164,8 @@ def test_time_based_checkpoints(tmp_path):
             "--checkpoint-rounds=0",
             "--checkpoint-minutes=0.00001",
             *FAST,
-        ]
+        ],
+        monkeypatch,
     )
     check_ok(result)
     older, newest = _complete(root)

@@ -1,4 +1,7 @@
-"""Train for real on tiny bundled data; the exported model.bst must load and predict well."""
+"""Train for real on tiny bundled data; the exported model.bst must load and predict well.
+
+The first test runs the trainer as a process with a Vertex job's variables; the others call
+its main in this process (``run_in_process``): what they check is what a run computes."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from conftest import (
     check_reported_auc_is_the_exported_models,
     features,
     load_model,
+    run_in_process,
     run_trainer,
     trainer_env,
 )
@@ -89,9 +93,9 @@ def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_pat
     assert (base / "checkpoints" / "checkpoint-30" / "COMPLETE").is_file()
 
 
-def test_multiclass_text_labels_map_back_to_classes(iris, tmp_path):
+def test_multiclass_text_labels_map_back_to_classes(iris, tmp_path, monkeypatch):
     metric_file = tmp_path / "metrics"
-    result = run_trainer(
+    result = run_in_process(
         [
             f"--train-data={iris['train']}",
             f"--eval-data={iris['test']}",
@@ -101,7 +105,8 @@ def test_multiclass_text_labels_map_back_to_classes(iris, tmp_path):
             f"--job-dir={tmp_path / 'job'}",
             *FAST,
         ],
-        trainer_env(CLOUD_ML_HP_METRIC_FILE=str(metric_file)),
+        monkeypatch,
+        env={"CLOUD_ML_HP_METRIC_FILE": str(metric_file)},
     )
     check_ok(result)
     booster, metadata = load_model(tmp_path / "job" / "model")
@@ -115,11 +120,11 @@ def test_multiclass_text_labels_map_back_to_classes(iris, tmp_path):
     check_declared_metric(read_metrics(metric_file), "multiclass")
 
 
-def test_synthetic_regression_with_vertex_style_trial_flags(tmp_path):
+def test_synthetic_regression_with_vertex_style_trial_flags(tmp_path, monkeypatch):
     # Vertex appends trial values as --name=value with underscores, integers as floats, and
     # may add flags this trainer does not know.
     metric_file = tmp_path / "metrics"
-    result = run_trainer(
+    result = run_in_process(
         [
             "--train-data=synthetic:1500",
             "--eval-data=synthetic:500",
@@ -132,7 +137,8 @@ def test_synthetic_regression_with_vertex_style_trial_flags(tmp_path):
             "--some_injected_flag=1",
             *FAST,
         ],
-        trainer_env(CLOUD_ML_HP_METRIC_FILE=str(metric_file)),
+        monkeypatch,
+        env={"CLOUD_ML_HP_METRIC_FILE": str(metric_file)},
     )
     check_ok(result)
     assert "Ignoring arguments" in result.stderr and "--some-injected-flag" in result.stderr
@@ -188,8 +194,8 @@ def _depth(node: dict) -> int:
     return 0 if not children else 1 + max(_depth(child) for child in children)
 
 
-def test_early_stopping_exports_the_best_round(tmp_path):
-    result = run_trainer(
+def test_early_stopping_exports_the_best_round(tmp_path, monkeypatch):
+    result = run_in_process(
         [
             "--train-data=synthetic:600",
             "--eval-data=synthetic:300",
@@ -198,7 +204,8 @@ def test_early_stopping_exports_the_best_round(tmp_path):
             "--eta=0.5",
             "--early-stopping-rounds=5",
             *FAST,
-        ]
+        ],
+        monkeypatch,
     )
     check_ok(result)
     booster, metadata = load_model(tmp_path / "job" / "model")
@@ -207,10 +214,10 @@ def test_early_stopping_exports_the_best_round(tmp_path):
     assert booster.num_boosted_rounds() == best + 1 == metadata["num_boosted_rounds"]
 
 
-def test_reported_metric_is_the_exported_models_auc(breast_cancer, tmp_path):
+def test_reported_metric_is_the_exported_models_auc(breast_cancer, tmp_path, monkeypatch):
     job = {"model": tmp_path / "model", "checkpoints": tmp_path / "ckpt"}
     job["metrics"] = tmp_path / "metrics"
-    result = run_trainer(
+    result = run_in_process(
         [
             f"--train-data={breast_cancer['train']}",
             f"--eval-data={breast_cancer['test']}",
@@ -223,7 +230,8 @@ def test_reported_metric_is_the_exported_models_auc(breast_cancer, tmp_path):
             f"--checkpoint-dir={job['checkpoints']}",
             *FAST,
         ],
-        trainer_env(CLOUD_ML_HP_METRIC_FILE=str(job["metrics"])),
+        monkeypatch,
+        env={"CLOUD_ML_HP_METRIC_FILE": str(job["metrics"])},
     )
     check_ok(result)
     check_reported_auc_is_the_exported_models(job, breast_cancer["test_frame"], "target", 5)
