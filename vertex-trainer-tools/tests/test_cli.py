@@ -125,10 +125,9 @@ def test_the_exit_codes_are_argparse_s():
 def test_shared_options_are_declared_once(capsys):
     """``--config`` is one parent parser's option, on every command that reads vertex.yaml."""
     parser = cli.build_parser()
-    commands = parser._subparsers._group_actions[0].choices
     configs = {
         name: action
-        for name, command in commands.items()
+        for name, command in parser.commands.items()
         for action in command._actions
         if "--config" in action.option_strings
     }

@@ -36,6 +36,9 @@ class OneLineParser(argparse.ArgumentParser):
     usage of a command with many options fills a screen and buries the line that names the bad
     one."""
 
+    commands: dict[str, OneLineParser]  # the top parser's: each command's parser, by name
+    helps: dict[str, str]  # and its one-line help
+
     def error(self, message: str):
         self.exit(USAGE, f"ERROR: {message} (see {self.prog} --help)\n")
 
@@ -53,6 +56,7 @@ def build_parser() -> OneLineParser:
     top = OneLineParser(prog="vertex-tools", description=__doc__.splitlines()[0])
     top.add_argument("--version", action="version", version=f"vertex-trainer-tools {__version__}")
     commands = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    top.commands, top.helps = {}, {}
     config = _parent("--config", default=None, help="the config file (default: vertex.yaml)")
     dry_run = _parent(
         "--dry-run", action="store_true", help="print what it would do (the request, the commands)"
@@ -61,6 +65,7 @@ def build_parser() -> OneLineParser:
     def command(name: str, run: str, help_: str, parents=(config,), **settings):
         parser = commands.add_parser(name, help=help_, parents=list(parents), **settings)
         parser.set_defaults(run=run)
+        top.commands[name], top.helps[name] = parser, help_
         return parser
 
     check = command("check", f"{__name__}:check", CHECK_HELP)
@@ -251,12 +256,10 @@ def show(args: argparse.Namespace) -> int:
 # The one entry point.
 
 
-def usage(parser: argparse.ArgumentParser) -> str:
+def usage(parser: OneLineParser) -> str:
     """The commands with their one-line help (``vertex-tools``, ``vertex-tools --help``)."""
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    helps = {choice.dest: choice.help for choice in commands._choices_actions}
-    width = max(map(len, helps))
-    lines = [f"  {name:<{width}}  {help_}" for name, help_ in helps.items()]
+    width = max(map(len, parser.helps))
+    lines = [f"  {name:<{width}}  {help_}" for name, help_ in parser.helps.items()]
     summary = __doc__.splitlines()[0].partition(": ")[2]
     return (
         f"usage: vertex-tools [--version] COMMAND [ARGS...]\n\n{summary}\n\n"
@@ -264,7 +267,7 @@ def usage(parser: argparse.ArgumentParser) -> str:
     )
 
 
-def parse(argv: Sequence[str], parser: argparse.ArgumentParser | None = None):
+def parse(argv: Sequence[str], parser: OneLineParser | None = None) -> argparse.Namespace:
     """The parsed command line: the command's options, ``trainer_args`` (after ``--``) and
     ``config`` with its default resolved (local-run: the vertex.yaml at or above here)."""
     parser = parser or build_parser()
@@ -276,7 +279,7 @@ def parse(argv: Sequence[str], parser: argparse.ArgumentParser | None = None):
     args, unknown = parser.parse_known_args(argv)
     if args.command is None:
         parser.error("a command is needed")
-    command = parser._subparsers._group_actions[0].choices[args.command]
+    command = parser.commands[args.command]
     if unknown:
         command.error(f"unrecognized arguments: {' '.join(unknown)}")
     if trainer_args and args.command not in TAKE_TRAINER_ARGS:
@@ -294,10 +297,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage(parser), end="")
         return 0 if argv else USAGE
-    names = parser._subparsers._group_actions[0].choices
-    if not argv[0].startswith("-") and argv[0] not in names:
+    if not argv[0].startswith("-") and argv[0] not in parser.commands:
         print(
-            f"ERROR: vertex-tools: unknown command {argv[0]!r} (one of {', '.join(names)})",
+            f"ERROR: vertex-tools: unknown command {argv[0]!r} "
+            f"(one of {', '.join(parser.commands)})",
             file=sys.stderr,
         )
         return USAGE
