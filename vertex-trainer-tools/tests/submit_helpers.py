@@ -20,6 +20,8 @@ from conftest import PROJECT
 from fake_vertex import FakeGoogleCloud
 
 submit_lib = importlib.import_module("vertex_trainer_tools.submit")
+cli = importlib.import_module("vertex_trainer_tools.cli")
+cloud = importlib.import_module("vertex_trainer_tools.cloud")
 
 RAW = yaml.safe_load((PROJECT / "vertex.yaml").read_text())
 COPY_IGNORE = shutil.ignore_patterns(
@@ -112,7 +114,7 @@ def without_stamps(data: dict) -> dict:
 
 
 def submit_in_process(project, tmp_path, monkeypatch, capsys):
-    """Run ``submit.main`` in the project copy against a fresh stand-in."""
+    """Run ``vertex-tools submit`` in-process in the project copy against a fresh stand-in."""
     for name in [n for n in os.environ if n.startswith(("GOOGLE_", "VERTEX_", "CLOUDSDK_"))]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
@@ -122,10 +124,10 @@ def submit_in_process(project, tmp_path, monkeypatch, capsys):
 
     def submit(*argv: str, server: FakeGoogleCloud | None = None) -> tuple[int, str, str]:
         if server is not None:
-            monkeypatch.setenv(submit_lib.ENDPOINT_ENV, server.url)
+            monkeypatch.setenv(cloud.ENDPOINT_ENV, server.url)
         else:
-            monkeypatch.delenv(submit_lib.ENDPOINT_ENV, raising=False)
-        code = submit_lib.main(list(argv))
+            monkeypatch.delenv(cloud.ENDPOINT_ENV, raising=False)
+        code = cli.main(["submit", *argv])
         captured = capsys.readouterr()
         return code, captured.out, captured.err
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from vertex_trainer_tools import base_image
+from vertex_trainer_tools import base_image, cli
 
 
 def test_pip_settings_keep_network_settings_and_drop_local_paths(tmp_path):
@@ -55,7 +55,7 @@ def test_missing_engine_is_one_error_line(tmp_path, monkeypatch, capsys):
     script.write_text(f"#!{sys.executable}\nimport sys\nsys.exit('Cannot connect to the daemon')\n")
     script.chmod(0o755)
     monkeypatch.setenv("DOCKER", str(script))
-    assert base_image.main([]) == 1
+    assert cli.main(["base-image"]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("ERROR: base-image: ") and "Cannot connect to the daemon" in line
     assert Path(script).exists()

@@ -13,6 +13,7 @@ import yaml
 
 from conftest import PROJECT
 
+cli = importlib.import_module("vertex_trainer_tools.cli")
 config_lib = importlib.import_module("vertex_trainer_tools.config")
 
 RAW = yaml.safe_load((PROJECT / "vertex.yaml").read_text())
@@ -93,7 +94,7 @@ def test_get_command_prints_one_value_for_the_makefile(tmp_path):
         text=True,
     )
     placeholders = config_lib.load(PROJECT / "vertex.yaml").placeholders()
-    assert run.returncode == (1 if placeholders else 0)
+    assert run.returncode == (2 if placeholders else 0)
     assert len(run.stderr.strip().splitlines()) == len(placeholders)
 
 
@@ -434,7 +435,7 @@ def test_reduction_server_is_pool_2_and_needs_gpu_workers():
 
 def check(tmp_path: Path, data: dict, capsys) -> tuple[int, str, str]:
     """``vertex-tools check`` in-process (the SDK it reads is imported once)."""
-    code = config_lib.main(["check", f"--config={write(tmp_path, data)}"])
+    code = cli.main(["check", f"--config={write(tmp_path, data)}"])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -445,7 +446,7 @@ def test_check_refuses_an_accelerator_and_a_region_vertex_does_not_know(tmp_path
     data["region"] = "us-centrall1"
     data["image"]["registry_host"] = "us-docker.pkg.dev"
     code, out, err = check(tmp_path, data, capsys)
-    assert code == 1
+    assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 2, lines
     accelerator, region = lines
@@ -463,7 +464,7 @@ def test_check_refuses_empty_values_and_settings_that_fail_only_at_submit(tmp_pa
     data["job"].update(experiment="my-runs", service_account="", network="my-vpc")
     code, out, err = check(tmp_path, data, capsys)
     path = tmp_path / "vertex.yaml"
-    assert code == 1 and "OK" not in out
+    assert code == 2 and "OK" not in out
     assert err.strip().splitlines() == [
         f"ERROR: {path}:{line_number(path, 'project:')}: project: must not be empty"
         " (e.g. my-project-123)",
@@ -473,7 +474,7 @@ def test_check_refuses_empty_values_and_settings_that_fail_only_at_submit(tmp_pa
     ]
     data["project"], data["job"]["network"] = "demo-project-123", ""
     code, out, err = check(tmp_path, data, capsys)
-    assert code == 1
+    assert code == 2
     assert err.strip().splitlines() == [
         f"ERROR: {path}:{line_number(path, 'service_account:')}: job.service_account: Vertex AI"
         " Experiments need a service account (e.g. trainer@PROJECT.iam.gserviceaccount.com)"
@@ -496,7 +497,7 @@ def test_study_parameters_must_be_trainer_flags_and_the_metric_what_it_reports(t
     parameters[typo] = parameters.pop(pid)
     data["hpt"]["metric"]["id"] = "not_the_metric"
     code, out, err = check(tmp_path, data, capsys)
-    assert code == 1
+    assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 2, lines
     assert f"hpt.parameters.{typo}: not a flag of the trainer" in lines[0]
@@ -526,7 +527,7 @@ def test_a_job_args_flag_the_trainer_lacks_is_refused(tmp_path, capsys):
     data = real_values(RAW)
     data["job"]["args"] = ["--seed=3", "--sede=4"]
     code, out, err = check(tmp_path, data, capsys)
-    assert code == 1
+    assert code == 2
     (line,) = err.strip().splitlines()
     assert "job.args: '--sede=4': the trainer has no flag --sede (did you mean 'seed'" in line
 

@@ -24,10 +24,9 @@ from google.cloud import aiplatform_v1
 from conftest import PROJECT, TEMPLATE
 from submit_helpers import cloud_values, parse_strict
 
+cli = importlib.import_module("vertex_trainer_tools.cli")
 config_lib = importlib.import_module("vertex_trainer_tools.config")
 schema = importlib.import_module("vertex_trainer_tools.schema")
-submit_lib = importlib.import_module("vertex_trainer_tools.submit")
-model_upload = importlib.import_module("vertex_trainer_tools.model_upload")
 project_lib = importlib.import_module("vertex_trainer_tools.project")
 
 TABLE = yaml.safe_load((Path(__file__).parent / "hostile_trainer_configs.yaml").read_text())
@@ -114,7 +113,7 @@ def refusal(result: tuple[int, str, str], expect: str, what: str) -> None:
     """The one or two ``ERROR:`` lines of a refusal (nothing else on stderr) with ``expect``."""
     code, out, err = result
     lines = err.strip().splitlines()
-    assert code == 1, f"{what} accepted a broken config (exit {code}): {err or out[:500]}"
+    assert code == 2, f"{what} accepted a broken config (exit {code}): {err or out[:500]}"
     assert 1 <= len(lines) <= 2 and all(line.startswith("ERROR: ") for line in lines), (what, err)
     assert any(expect in line for line in lines), f"{what}: {expect!r} not in {lines}"
     assert out == "", (what, out)
@@ -142,8 +141,8 @@ def test_a_hostile_config(framework, case, tmp_path, in_project, capsys):
     hpt = case.get("hpt", any(key.startswith("hpt") for key in case.get("set", {})))
     submit_argv = ["--dry-run", f"--config={path}", *(["--hpt"] if hpt else [])]
     submit_argv += ["--", *map(str, case.get("args", []))]
-    check = run(config_lib.main, ["check", f"--config={path}"], capsys)
-    submit = run(submit_lib.main, submit_argv, capsys)
+    check = run(cli.main, ["check", f"--config={path}"], capsys)
+    submit = run(cli.main, ["submit", *submit_argv], capsys)
     if case.get("accept"):
         assert check[0] == 0 and check[1].strip().endswith(": OK"), check
         assert submit[0] == 0 and "ERROR" not in submit[2], submit[2]
@@ -163,9 +162,9 @@ def test_a_hostile_config(framework, case, tmp_path, in_project, capsys):
     try:
         config_lib.load(path)
     except config_lib.ConfigError:  # the file itself is refused: by every command
-        upload = ["--dry-run", f"--config={path}", "--job=outputs/local/latest"]
-        refusal(run(model_upload.main, upload, capsys), expect, "upload-model")
-        gcloud = run(submit_lib.main, ["--gcloud-config", f"--config={path}"], capsys)
+        upload = ["upload-model", "--dry-run", f"--config={path}", "--job=outputs/local/latest"]
+        refusal(run(cli.main, upload, capsys), expect, "upload-model")
+        gcloud = run(cli.main, ["gcloud-config", f"--config={path}"], capsys)
         refusal(gcloud, expect, "gcloud-config")
 
 
@@ -178,14 +177,13 @@ def test_the_table_has_the_hostile_set_the_issue_asks_for():
 
 
 def test_an_unforeseen_error_is_one_line_not_a_traceback(monkeypatch, capsys):
-    """The last resort of the commands that read vertex.yaml (``cli.py``); a traceback with
+    """The last resort of every command (``cli.main``); a traceback with
     ``VERTEX_TOOLS_DEBUG=1``."""
-    cli = importlib.import_module("vertex_trainer_tools.cli")
 
-    def broken(argv, prog):
+    def broken(args):
         raise KeyError("something\nspanning lines")
 
-    monkeypatch.setattr(config_lib, "main", broken)
+    monkeypatch.setattr(cli, "check", broken)
     monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
     assert cli.main(["check"]) == 1
     (line,) = capsys.readouterr().err.splitlines()

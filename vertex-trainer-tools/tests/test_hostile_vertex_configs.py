@@ -25,7 +25,7 @@ from submit_helpers import (
     submit_in_process,
     write_config,
 )
-from vertex_trainer_tools import config as config_lib
+from vertex_trainer_tools import cli
 from vertex_trainer_tools import vertex_limits as limits
 
 LOCATED = re.compile(r"^ERROR: \S*vertex\.yaml:\d+: ")
@@ -436,7 +436,7 @@ def run(project, tmp_path, monkeypatch, capsys):
 
     def run_both(data: dict):
         write_config(project, data)
-        code = config_lib.main(["check", "--config", "vertex.yaml"])
+        code = cli.main(["check", "--config", "vertex.yaml"])
         checked = capsys.readouterr()
         submitted = submit("--dry-run")
         return (code, checked.err), submitted
@@ -456,7 +456,7 @@ def test_a_broken_config_is_refused_with_one_located_line(run, changes, expected
     (code, err), (submit_code, out, submit_err) = run(apply(changes))
     for name, status, stream in (("check", code, err), ("submit", submit_code, submit_err)):
         lines = refusal(stream)
-        assert status == 1 and lines, f"{name} accepted it:\n{stream}"
+        assert status == 2 and lines, f"{name} accepted it:\n{stream}"
         assert len(lines) <= 2, f"{name} refused it in {len(lines)} lines:\n{stream}"
         assert all(LOCATED.match(line) for line in lines), stream
         assert any(expected in line for line in lines), f"{name}: {expected!r} not in\n{stream}"
@@ -528,20 +528,18 @@ def test_submit_refuses_a_bad_tag_or_name_on_its_command_line(
     write_config(project, cloud_values(RAW))
     submit = submit_in_process(project, tmp_path, monkeypatch, capsys)
     code, out, err = submit("--dry-run", *argv)
-    assert code == 1 and not out.strip()
+    assert code == 2 and not out.strip()
     assert refusal(err) == [line for line in err.splitlines() if line.startswith(expected)]
 
 
 def test_build_refuses_a_bad_tag_or_base_image_before_docker(project, monkeypatch, capsys):
-    from vertex_trainer_tools import build
-
     write_config(project, cloud_values(RAW))
     monkeypatch.chdir(project)
-    assert build.main(["build", "--dry-run", "--tag=bad tag!"]) == 1
+    assert cli.main(["build", "--dry-run", "--tag=bad tag!"]) == 2
     assert refusal(capsys.readouterr().err) == [
         "ERROR: --tag (TAG=): 'bad tag!' is not a Docker tag: 1-128 letters, digits, "
         "'_', '.' or '-', not starting with '.' or '-' (e.g. latest)"
     ]
-    assert build.main(["build", "--dry-run", "--base-image=python 3.11"]) == 1
+    assert cli.main(["build", "--dry-run", "--base-image=python 3.11"]) == 2
     (line,) = refusal(capsys.readouterr().err)
     assert line.startswith("ERROR: --base-image (BASE_IMAGE=): 'python 3.11' is not an image")

@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 from vertex_trainer_tools import serving
+from vertex_trainer_tools.errors import ToolError
 from vertex_trainer_tools.serving import cli, envs, hf, tf_rows
 
 
@@ -113,7 +114,7 @@ def test_row_format_requests_become_one_batch_per_input():
     # several inputs: each instance names every one
     named = [{"a": 1, "b": [2]}, {"a": 3, "b": [4]}]
     assert tf_rows.columns(named, ["a", "b"]) == {"a": [1, 3], "b": [[2], [4]]}
-    with pytest.raises(serving.ServingError, match=r"instances\[1\]: .*\['a', 'b'\], got \['a'\]"):
+    with pytest.raises(ToolError, match=r"instances\[1\]: .*\['a', 'b'\], got \['a'\]"):
         tf_rows.columns([{"a": 1, "b": 2}, {"a": 1}], ["a", "b"])
 
 
@@ -189,7 +190,7 @@ def test_a_server_that_stops_is_one_error_line(tmp_path, monkeypatch):
     (package / "cli.py").write_text("def main():\n    raise SystemExit('no model in MODEL_DIR')\n")
     monkeypatch.setattr(envs, "hf_serve_path", lambda python: tmp_path / "site")
     (tmp_path / "config.json").write_text("{}")
-    with pytest.raises(serving.ServingError, match="hf-serve stopped: no model in MODEL_DIR"):
+    with pytest.raises(ToolError, match="hf-serve stopped: no model in MODEL_DIR"):
         hf.predict(tmp_path, {"instances": ["x"]})
 
 

@@ -34,6 +34,7 @@ from submit_helpers import (
     without_stamps,
     write_config,
 )
+from vertex_trainer_tools import cli
 from vertex_trainer_tools import config as config_lib
 
 
@@ -130,7 +131,7 @@ def test_gcloud_config_yaml_is_what_gcloud_reads(project, cloud):
 def test_dry_run_of_the_untouched_config_warns_about_placeholders(tmp_path, monkeypatch, capsys):
     for name in [n for n in os.environ if n.startswith(("GOOGLE_", "VERTEX_"))]:
         monkeypatch.delenv(name)
-    code = submit_lib.main(["--dry-run", f"--config={PROJECT / 'vertex.yaml'}"])
+    code = cli.main(["submit", "--dry-run", f"--config={PROJECT / 'vertex.yaml'}"])
     out, err = capsys.readouterr()
     assert code == 0, err
     json.loads(out)

@@ -115,7 +115,7 @@ def test_an_empty_project_or_region_is_one_line_not_a_traceback(project, cloud, 
     write_config(project, data)
     for argv in (("--dry-run",), ("--gcloud-config",)):
         code, out, err = cloud(*argv)
-        assert code == 1 and not out
+        assert code == 2 and not out
         (line,) = err.strip().splitlines()
         assert line.startswith("ERROR: vertex.yaml:") and f" {where}: must not be empty" in line
 

@@ -28,7 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vertex_trainer_tools.build import BuildError, check_engine
+from vertex_trainer_tools.build import check_engine, failed
+from vertex_trainer_tools.errors import ToolError
 
 REPOSITORY = "local/vertex-trainer-base"
 LABEL = "vertex-trainer.base"
@@ -120,7 +121,7 @@ def run(command: list[str], what: str, **kwargs) -> None:
     result = subprocess.run(command, capture_output=True, text=True, **kwargs)
     if result.returncode != 0:
         lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
-        raise BuildError(f"{what} failed: {lines[-1].strip() if lines else result.returncode}")
+        raise failed(f"{what} failed: {lines[-1].strip() if lines else result.returncode}")
 
 
 def as_root() -> list[str]:
@@ -129,7 +130,7 @@ def as_root() -> list[str]:
         return []
     if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"]).returncode == 0:
         return ["sudo", "-n"]
-    raise BuildError("debootstrap and chroot need root: run this as root or with sudo")
+    raise failed("debootstrap and chroot need root: run this as root or with sudo")
 
 
 def make_rootfs(
@@ -173,7 +174,7 @@ def docker_import(docker: str, root: Path, tag: str, sudo: list[str]) -> None:
     imported = subprocess.run(command, stdin=tar.stdout, capture_output=True, text=True)
     tar.stdout.close()
     if tar.wait() != 0 or imported.returncode != 0:
-        raise BuildError(f"docker import failed: {imported.stderr.strip() or 'tar failed'}")
+        raise failed(f"docker import failed: {imported.stderr.strip() or 'tar failed'}")
 
 
 def image_exists(docker: str, tag: str) -> bool:
@@ -200,7 +201,7 @@ def ensure(
         print(f"{tag} exists: reusing it", file=sys.stderr)
         return tag
     if shutil.which("debootstrap") is None and not Path("/usr/sbin/debootstrap").exists():
-        raise BuildError("debootstrap not found: install it (apt-get install debootstrap)")
+        raise failed("debootstrap not found: install it (apt-get install debootstrap)")
     sudo = as_root()
     folder = Path(tempfile.mkdtemp(prefix="vertex-base-", dir="/var/tmp"))
     try:
@@ -213,23 +214,16 @@ def ensure(
     return tag
 
 
-def main(argv: list[str] | None = None, prog: str = "vertex-tools base-image") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    parser.add_argument("--tag", default="", help=f"default: {REPOSITORY}:<suite>-<hash>")
-    parser.add_argument("--suite", default=DEFAULT_SUITE, help="Debian release (bookworm)")
-    parser.add_argument("--mirror", default=DEFAULT_MIRROR, help="Debian mirror URL")
-    parser.add_argument(
-        "--print-tag", action="store_true", help="print the tag it would use and stop"
-    )
-    args = parser.parse_args(argv)
+def command(args: argparse.Namespace) -> int:
+    """``vertex-tools base-image``."""
     if args.print_tag:
         print(args.tag or default_tag_here(args.suite))
         return 0
     try:
         tag = ensure(args.tag, args.suite, args.mirror)
-    except BuildError as error:
-        print(f"ERROR: base-image: {error}", file=sys.stderr)
-        return 1
+    except ToolError as error:  # its lines name this command: docker or debootstrap failed
+        lines = (f"base-image: {line}" for line in error.lines)
+        raise ToolError(*lines, exit_code=error.exit_code) from None
     print(tag)
     print(f"Build on it: make build BASE_IMAGE={tag}", file=sys.stderr)
     return 0

@@ -34,14 +34,16 @@ import yaml
 
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools import vertex_limits
+from vertex_trainer_tools.errors import FAILED, ToolError
 
 CLOUDBUILD_PATH = Path("build/cloudbuild.yaml")
 PLATFORM = "linux/amd64"  # Vertex AI training runs x86-64 machines
 AMD64_MACHINES = ("x86_64", "amd64")
 
 
-class BuildError(Exception):
-    pass
+def failed(why: str) -> ToolError:
+    """A build step that failed (docker, buildx, gcloud): the input was fine, exit 1."""
+    return ToolError(why, exit_code=FAILED)
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -102,7 +104,7 @@ def check_engine(docker: str) -> None:
     if probe.returncode != 0:
         lines = [line for line in probe.stderr.splitlines() if line.strip()]
         why = lines[-1].strip() if lines else "no answer"
-        raise BuildError(
+        raise failed(
             f"{docker}: no Docker engine answers ({why}); start it, or build with CLOUD_BUILD=1"
         )
 
@@ -120,7 +122,7 @@ def builder(docker: str) -> list[str]:
         return [docker, "build", f"--platform={PLATFORM}"]
     machine = platform.machine().lower()
     if machine not in AMD64_MACHINES:
-        raise BuildError(
+        raise failed(
             f"{docker} build has no --platform flag and this machine is {machine}, not amd64: "
             "install docker buildx, or build with CLOUD_BUILD=1"
         )
@@ -170,26 +172,14 @@ def execute(command: list[str], dry_run: bool, what: str) -> None:
     try:
         result = subprocess.run(command)
     except OSError as error:
-        raise BuildError(f"cannot run {command[0]}: {error.strerror}") from None
+        raise failed(f"cannot run {command[0]}: {error.strerror}") from None
     if result.returncode != 0:
-        raise BuildError(f"{what} failed (exit code {result.returncode}); its output is above")
+        raise failed(f"{what} failed (exit code {result.returncode}); its output is above")
 
 
-def main(argv: list[str] | None = None, prog: str = "vertex-tools build") -> int:
-    parser = argparse.ArgumentParser(
-        prog=prog.rsplit(" ", 1)[0],
-        description=__doc__.split("\n")[0],
-    )
-    parser.add_argument("action", choices=("build", "push", "build-push"))
-    parser.add_argument("--config", default=config_lib.DEFAULT_PATH)
-    parser.add_argument("--cloud-build", action="store_true", help="use gcloud builds submit")
-    parser.add_argument("--dry-run", action="store_true", help="print the commands only")
-    parser.add_argument("--tag", default="", help="tag instead of the git SHA")
-    parser.add_argument("--base-image", default="", help="FROM image instead of the default")
-    args = parser.parse_args(argv)
-    cfg = config_lib.load_or_report(args.config)
-    if cfg is None:
-        return 1
+def command(args: argparse.Namespace) -> int:
+    """``vertex-tools build``, ``push`` and ``build-push`` (``args.action``)."""
+    cfg = config_lib.load(args.config)
     for flag, variable, why in (
         ("--tag", "TAG", args.tag and vertex_limits.tag_problem(args.tag)),
         (
@@ -199,12 +189,10 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools build") -> int
         ),
     ):
         if why:
-            print(f"ERROR: {flag} ({variable}=): {why}", file=sys.stderr)
-            return 1
+            raise ToolError(f"{flag} ({variable}=): {why}")
     for line in cfg.placeholders(only=("project", "image")):
         if not args.dry_run:
-            print(f"ERROR: {line}", file=sys.stderr)
-            return 1
+            raise ToolError(line)
         print(f"WARNING: {line}", file=sys.stderr)
 
     docker = os.environ.get("DOCKER", "docker")
@@ -215,37 +203,33 @@ def main(argv: list[str] | None = None, prog: str = "vertex-tools build") -> int
     if not cloud and shutil.which(docker) is None:
         print(f"{docker} not found: using Cloud Build (gcloud builds submit)", file=sys.stderr)
         cloud = True
-    try:
-        if cloud:
-            uris = image_tags(cfg, args.tag)
-            if args.action == "push":
-                print("Cloud Build pushes as it builds: nothing to push", file=sys.stderr)
-                return 0
-            path = write_cloudbuild(cfg, uris, base_image)
-            print(f"Wrote {path}", file=sys.stderr)
-            submit = [gcloud, "builds", "submit", f"--project={cfg.project}", f"--config={path}"]
-            execute([*submit, "."], args.dry_run, "Cloud Build (gcloud builds submit)")
-        else:
-            if not args.dry_run:
-                check_engine(docker)
-            command = builder(docker)
-            uris = image_tags(cfg, args.tag)
-            if args.action != "push":
-                what = f"the image build ({shlex.join(command[:2])})"
-                build = docker_build(command, uris, base_image, reduction)
-                execute(build, args.dry_run, what)
-            if args.action != "build":
-                for uri in uris:
-                    try:
-                        execute([docker, "push", uri], args.dry_run, f"docker push {uri}")
-                    except BuildError as error:
-                        raise BuildError(
-                            f"{error}; if the registry refused it, run `make gcp-setup` (it runs "
-                            f"`gcloud auth configure-docker {cfg.image.registry_host}`)"
-                        ) from None
-    except BuildError as error:
-        print(f"ERROR: {error}", file=sys.stderr)
-        return 1
+    if cloud:
+        uris = image_tags(cfg, args.tag)
+        if args.action == "push":
+            print("Cloud Build pushes as it builds: nothing to push", file=sys.stderr)
+            return 0
+        path = write_cloudbuild(cfg, uris, base_image)
+        print(f"Wrote {path}", file=sys.stderr)
+        submit = [gcloud, "builds", "submit", f"--project={cfg.project}", f"--config={path}"]
+        execute([*submit, "."], args.dry_run, "Cloud Build (gcloud builds submit)")
+    else:
+        if not args.dry_run:
+            check_engine(docker)
+        build_command = builder(docker)
+        uris = image_tags(cfg, args.tag)
+        if args.action != "push":
+            what = f"the image build ({shlex.join(build_command[:2])})"
+            build = docker_build(build_command, uris, base_image, reduction)
+            execute(build, args.dry_run, what)
+        if args.action != "build":
+            for uri in uris:
+                try:
+                    execute([docker, "push", uri], args.dry_run, f"docker push {uri}")
+                except ToolError as error:
+                    raise failed(
+                        f"{error}; if the registry refused it, run `make gcp-setup` (it runs "
+                        f"`gcloud auth configure-docker {cfg.image.registry_host}`)"
+                    ) from None
     if not args.dry_run:
         print("Image: " + " ".join(uris))
     return 0

@@ -5,20 +5,14 @@ Everything else reads it through this module: ``submit.py`` (SDK and gcloud YAML
 (``vertex-tools get image_uri``). The pydantic models below are the file's schema;
 ``load()`` reads it with ``schema.py`` and rejects a malformed file with one located line
 per problem. ``Config.placeholders()`` lists values that still need
-your own (submitting refuses them); ``check`` adds ``preflight.py``: Vertex's names and
-the study against the trainer.
-
-    vertex-tools get image_uri        # one value (derived names or dotted keys)
-    vertex-tools check                # exit 1 with one line per problem
-    vertex-tools show                 # the checked config and derived values, as JSON
+your own (submitting refuses them); ``vertex-tools check`` adds ``preflight.py``: Vertex's
+names and the study against the trainer. This module reads and checks; it has no command line
+and prints nothing (``cli.py`` has ``check``, ``get`` and ``show``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +46,7 @@ PLACEHOLDER_PATTERNS = (
 MODULE_RE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 LOCATION_IN_NAME_RE = re.compile(r"/locations/([^/]+)/")
 
-ConfigError = schema.SchemaError  # ``problems``: one line per problem, each naming its key
+ConfigError = schema.SchemaError  # the tools' ToolError: one line per problem (exit 2)
 BUCKET_URI = "a bucket URI of the form gs://BUCKET[/path]"
 
 
@@ -259,83 +253,16 @@ def load(path: str | Path = DEFAULT_PATH) -> Config:
     try:
         raw = Path(path).read_bytes()
     except OSError as error:
-        raise ConfigError([f"{path}: cannot read it ({error.strerror})"]) from None
+        raise ConfigError(f"{path}: cannot read it ({error.strerror})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
         byte = raw[error.start : error.start + 1].hex()
         raise ConfigError(
-            [f"{path}:{line}: is not UTF-8 text (byte 0x{byte}): save it as UTF-8"]
+            f"{path}:{line}: is not UTF-8 text (byte 0x{byte}): save it as UTF-8"
         ) from None
     document = schema.load_yaml(text, path)
     cfg = parse(document, path)
     cfg._document = document
     return cfg
-
-
-def _format(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict | list | tuple):
-        return json.dumps(value)
-    return "" if value is None else str(value)
-
-
-def load_or_report(path: str | Path = DEFAULT_PATH) -> Config | None:
-    """``load`` for command-line tools: each problem becomes one ``ERROR:`` line on stderr."""
-    try:
-        return load(path)
-    except ConfigError as error:
-        for line in error.problems:
-            print(f"ERROR: {line}", file=sys.stderr)
-        return None
-
-
-def main(argv: list[str] | None = None, prog: str = "vertex-tools") -> int:
-    parser = argparse.ArgumentParser(prog=prog.rsplit(" ", 1)[0] if " " in prog else prog)
-    commands = parser.add_subparsers(dest="command", required=True)
-    config_flag = argparse.ArgumentParser(add_help=False)
-    config_flag.add_argument("--config", default=DEFAULT_PATH, help="default: vertex.yaml")
-    get = commands.add_parser("get", parents=[config_flag], help="print one value")
-    get.add_argument("key", help=f"one of {', '.join(DERIVED_KEYS)} or a dotted key")
-    check = commands.add_parser(
-        "check",
-        parents=[config_flag],
-        help="exit 1 if anything needs fixing: placeholders, Vertex names, study vs trainer",
-    )
-    check.add_argument(
-        "--model-dir", default="", help="also check this export against model.serving_image"
-    )
-    commands.add_parser(
-        "show", parents=[config_flag], help="print the checked config with derived values as JSON"
-    )
-    args = parser.parse_args(argv)
-    config = load_or_report(args.config)
-    if config is None:
-        return 1
-    if args.command == "get":
-        try:
-            print(_format(config.get(args.key)))
-        except KeyError:
-            print(f"ERROR: {args.config}: no key {args.key!r}", file=sys.stderr)
-            return 1
-    elif args.command == "check":
-        from vertex_trainer_tools import (
-            preflight,  # imports the Vertex SDK when installed: only here
-        )
-
-        problems = config.placeholders() + preflight.problems(config)
-        if args.model_dir:
-            from vertex_trainer_tools.model_upload import artifact_problem
-
-            found = artifact_problem(config.model.serving_image, args.model_dir)
-            problems += [found] if found else []
-        for line in problems:
-            print(f"ERROR: {line}", file=sys.stderr)
-        if problems:
-            return 1
-        print(f"{args.config}: OK")
-    else:
-        print(json.dumps(config.as_dict(), indent=2))
-    return 0

@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 from vertex_trainer_tools import config as config_lib
+from vertex_trainer_tools.errors import FAILED, ToolError
 
 APIS = (
     "aiplatform.googleapis.com",
@@ -24,10 +25,6 @@ APIS = (
     "cloudbuild.googleapis.com",
     "storage.googleapis.com",
 )
-
-
-class SetupError(Exception):
-    pass
 
 
 class Runner:
@@ -43,11 +40,15 @@ class Runner:
         try:
             result = subprocess.run(command)
         except OSError as error:
-            raise SetupError(
-                f"cannot run {self.gcloud}: {error.strerror} (install the gcloud CLI)"
+            raise ToolError(
+                f"cannot run {self.gcloud}: {error.strerror} (install the gcloud CLI)",
+                exit_code=FAILED,
             ) from None
         if result.returncode != 0:
-            raise SetupError(f"`{shlex.join(command)}` failed with exit code {result.returncode}")
+            raise ToolError(
+                f"`{shlex.join(command)}` failed with exit code {result.returncode}",
+                exit_code=FAILED,
+            )
 
     def query(self, *args: str) -> str | None:
         """Run a describe command quietly: its output, or None when the resource is missing."""
@@ -56,8 +57,9 @@ class Runner:
         try:
             result = subprocess.run(command, capture_output=True, text=True)
         except OSError as error:
-            raise SetupError(
-                f"cannot run {self.gcloud}: {error.strerror} (install the gcloud CLI)"
+            raise ToolError(
+                f"cannot run {self.gcloud}: {error.strerror} (install the gcloud CLI)",
+                exit_code=FAILED,
             ) from None
         return result.stdout.strip() if result.returncode == 0 else None
 
@@ -89,9 +91,10 @@ def setup(cfg: config_lib.Config, runner: Runner) -> None:
         if location is None:
             runner.run(*create)
         elif location.lower() != cfg.region:
-            raise SetupError(
+            raise ToolError(
                 f"bucket gs://{name} exists in {location} but jobs run in {cfg.region}: "
-                f"use another bucket or region in {cfg.path}"
+                f"use another bucket or region in {cfg.path}",
+                exit_code=FAILED,
             )
         else:
             print(f"  bucket gs://{name} exists in {location}")
@@ -149,22 +152,13 @@ def plan(cfg: config_lib.Config) -> list[str]:
     return steps
 
 
-def main(argv: list[str] | None = None, prog: str = "vertex-tools gcp-setup") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    parser.add_argument("--config", default=config_lib.DEFAULT_PATH)
-    parser.add_argument("--dry-run", action="store_true", help="print the commands only")
-    args = parser.parse_args(argv)
-    cfg = config_lib.load_or_report(args.config)
-    if cfg is None:
-        return 1
+def command(args: argparse.Namespace) -> int:
+    """``vertex-tools gcp-setup``."""
+    cfg = config_lib.load(args.config)
     placeholders = cfg.placeholders(only=("project", "staging_bucket", "base_output_dir", "image"))
-    for line in placeholders:
-        print(f"{'WARNING' if args.dry_run else 'ERROR'}: {line}", file=sys.stderr)
     if placeholders and not args.dry_run:
-        return 1
-    try:
-        setup(cfg, Runner(os.environ.get("GCLOUD", "gcloud"), args.dry_run))
-    except SetupError as error:
-        print(f"ERROR: {error}", file=sys.stderr)
-        return 1
+        raise ToolError(*placeholders)
+    for line in placeholders:
+        print(f"WARNING: {line}", file=sys.stderr)
+    setup(cfg, Runner(os.environ.get("GCLOUD", "gcloud"), args.dry_run))
     return 0

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import warnings
@@ -33,11 +32,11 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from vertex_trainer_tools import config as config_lib
+from vertex_trainer_tools.cloud import Clients, upload
+from vertex_trainer_tools.errors import FAILED, ToolError
 from vertex_trainer_tools.local_run import folders
-from vertex_trainer_tools.remote import SubmitError
 from vertex_trainer_tools.vertex_limits import label_key, label_text
 
-ENDPOINT_ENV = "VERTEX_API_ENDPOINT"
 JOBS_ROOT = "outputs/local"
 JOB_NAME_RE = re.compile(r"^projects/[^/]+/locations/([^/]+)/customJobs/\d+$")
 CHIEF_METRICS = Path("hypertune", "workerpool0-0", "output.metrics")
@@ -66,29 +65,6 @@ class Source:
         return not self.model_dir.startswith("gs://")
 
 
-def parse_args(argv: list[str], prog: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Upload a job's model to the Vertex AI Model Registry (model: in vertex.yaml).",
-        epilog=(
-            "JOB: a Vertex CustomJob id (make submit prints it) or resource name, or a local job "
-            f"folder; default (or 'latest'): the newest local job ({JOBS_ROOT}/latest, from make "
-            "train-local). "
-            "A local model is copied to <staging_bucket>/models/<job>/model first."
-        ),
-    )
-    parser.add_argument("--config", default=config_lib.DEFAULT_PATH, help="default: vertex.yaml")
-    parser.add_argument("--job", default="", help="the job whose model to upload (see below)")
-    parser.add_argument("--jobs-root", default=JOBS_ROOT, help=f"default: {JOBS_ROOT}")
-    parser.add_argument(
-        "--metric", type=float, default=None, help="the final metric, when the job left none"
-    )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="print the request JSON; no credentials, no network"
-    )
-    return parser.parse_args(argv)
-
-
 # ---------------------------------------------------------------------------------------------
 # Which model, and what it scored.
 
@@ -100,21 +76,21 @@ def find_source(cfg: config_lib.Config, job: str, jobs_root: str, clients) -> So
     if job in ("", folders.LATEST):
         folder = folders.read_latest(jobs_root)
         if folder is None:
-            raise SubmitError(
+            raise ToolError(
                 f"no job to upload: {Path(jobs_root) / folders.LATEST} does not exist "
                 "(run make train-local, or JOB=<Vertex job id>)"
             )
     else:
         folder = Path(job).expanduser()
         if not folder.is_dir():
-            raise SubmitError(
+            raise ToolError(
                 f"JOB: {job!r} is neither a job folder nor a Vertex job id "
                 f"(e.g. JOB={Path(jobs_root) / folders.LATEST} or JOB=1234567890)"
             )
     folder = folder.resolve()
     model_dir = folder / "model"
     if not model_dir.is_dir():
-        raise SubmitError(f"{folder}: no model/ in it: the job has not exported a model yet")
+        raise ToolError(f"{folder}: no model/ in it: the job has not exported a model yet")
     return Source(folder.name, str(model_dir), local_metric(cfg, folder))
 
 
@@ -126,15 +102,22 @@ def vertex_source(cfg: config_lib.Config, job: str, clients) -> Source:
     try:
         found = clients.jobs().get_custom_job(name=name)
     except exceptions.NotFound:
-        raise SubmitError(f"job {name} not found (is it a CustomJob of {cfg.region}?)") from None
+        raise ToolError(
+            f"job {name} not found (is it a CustomJob of {cfg.region}?)", exit_code=FAILED
+        ) from None
     except exceptions.GoogleAPICallError as error:
-        raise SubmitError(f"cannot read job {name}: {error.message}") from None
+        raise ToolError(f"cannot read job {name}: {error.message}", exit_code=FAILED) from None
     state = found.state.name
     if state != "JOB_STATE_SUCCEEDED":
-        raise SubmitError(f"job {name} is {state}: only a job that SUCCEEDED has a model")
+        raise ToolError(
+            f"job {name} is {state}: only a job that SUCCEEDED has a model", exit_code=FAILED
+        )
     output = found.job_spec.base_output_directory.output_uri_prefix.rstrip("/")
     if not output:
-        raise SubmitError(f"job {name} has no baseOutputDirectory: where its model is is unknown")
+        raise ToolError(
+            f"job {name} has no baseOutputDirectory: where its model is is unknown",
+            exit_code=FAILED,
+        )
     return Source(name.rsplit("/", 1)[-1], f"{output}/model")
 
 
@@ -224,44 +207,6 @@ def build_request(cfg: config_lib.Config, source: Source, artifact_uri: str, par
 # Talking to Vertex and Cloud Storage.
 
 
-class Clients:
-    """Vertex's Job and Model services and Cloud Storage, made when first needed."""
-
-    def __init__(self, cfg: config_lib.Config):
-        from google.auth.credentials import AnonymousCredentials
-
-        from vertex_trainer_tools.remote import default_credentials
-
-        self.cfg = cfg
-        self.endpoint = os.environ.get(ENDPOINT_ENV, "").rstrip("/") or None
-        self.credentials = AnonymousCredentials() if self.endpoint else default_credentials()
-
-    def _options(self):
-        from google.api_core.client_options import ClientOptions
-
-        host = self.endpoint or f"{self.cfg.region}-aiplatform.googleapis.com"
-        return {
-            "credentials": self.credentials,
-            "transport": "rest" if self.endpoint else "grpc",
-            "client_options": ClientOptions(api_endpoint=host),
-        }
-
-    def jobs(self):
-        from google.cloud import aiplatform_v1
-
-        return aiplatform_v1.JobServiceClient(**self._options())
-
-    def models(self):
-        from google.cloud import aiplatform_v1
-
-        return aiplatform_v1.ModelServiceClient(**self._options())
-
-    def storage(self):
-        from vertex_trainer_tools.remote import storage_client
-
-        return storage_client(self.cfg, self.credentials, self.endpoint)
-
-
 def parent_model(client, cfg: config_lib.Config, display_name: str) -> str:
     """The model named ``display_name`` in the region ('' if none): the upload's parent."""
     quoted = display_name.replace("\\", "\\\\").replace('"', '\\"')
@@ -276,8 +221,6 @@ def parent_model(client, cfg: config_lib.Config, display_name: str) -> str:
 
 def copy_to_bucket(client, local_dir: Path, uri: str) -> int:
     """Copy every file of ``local_dir`` under ``uri``; the number of files."""
-    from vertex_trainer_tools.remote import upload
-
     files = sorted(path for path in local_dir.rglob("*") if path.is_file())
     for path in files:
         upload(client, f"{uri}/{path.relative_to(local_dir).as_posix()}", path)
@@ -287,13 +230,13 @@ def copy_to_bucket(client, local_dir: Path, uri: str) -> int:
 def upload_model(cfg: config_lib.Config, job: str = "", *, dry_run: bool = False, **options):
     """Find the job's model, check it against the serving image, upload it; 0 when done."""
     if not cfg.model.serving_image:
-        raise SubmitError(
+        raise ToolError(
             f"{cfg.path}: model.serving_image: missing: the prebuilt prediction container of "
             "this export (e.g. us-docker.pkg.dev/vertex-ai/prediction/xgboost-cpu.2-1:latest)"
         )
     placeholders = cfg.placeholders()
     if placeholders and not dry_run:
-        raise SubmitError(*placeholders)
+        raise ToolError(*placeholders)
     for line in placeholders:
         print(f"WARNING: {line} (uploading refuses it)", file=sys.stderr)
     remote_job = bool(re.fullmatch(r"\d+", job) or JOB_NAME_RE.match(job))
@@ -306,7 +249,7 @@ def upload_model(cfg: config_lib.Config, job: str = "", *, dry_run: bool = False
     if source.local or files is not None:
         problem = artifact_problem(cfg.model.serving_image, source.model_dir, files)
         if problem:
-            raise SubmitError(problem)
+            raise ToolError(problem)
     if source.local:
         artifact_uri = f"{cfg.staging_bucket}/models/{source.job_id}/model"
     if source.metric is None and cfg.hpt is not None:
@@ -342,27 +285,18 @@ def send(cfg, clients: Clients, source: Source, artifact_uri: str, display_name:
         request = build_request(cfg, source, artifact_uri, parent)
         response = models.upload_model(request=request).result(timeout=1800)
     except exceptions.GoogleAPICallError as error:
-        raise SubmitError(f"Vertex AI refused the upload: {error.message}") from None
+        raise ToolError(
+            f"Vertex AI refused the upload: {error.message}", exit_code=FAILED
+        ) from None
     kind = f"new version of {parent}" if parent else "new model"
     print(f"Uploaded {response.model} version {response.model_version_id} ({kind})")
     return 0
 
 
-def main(argv: list[str] | None = None, prog: str = "vertex-tools upload-model") -> int:
+def command(args: argparse.Namespace) -> int:
+    """``vertex-tools upload-model``."""
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\..*")
-    args = parse_args(sys.argv[1:] if argv is None else argv, prog)
-    try:
-        cfg = config_lib.load(args.config)
-    except config_lib.ConfigError as error:  # exit 1, as check and submit give for it
-        for line in error.problems:
-            print(f"ERROR: {line}", file=sys.stderr)
-        return 1
-    try:
-        return upload_model(
-            cfg, args.job, dry_run=args.dry_run, jobs_root=args.jobs_root, metric=args.metric
-        )
-    except SubmitError as error:
-        lines = error.lines
-    for line in lines:
-        print(f"ERROR: {line}", file=sys.stderr)
-    return 2
+    cfg = config_lib.load(args.config)
+    return upload_model(
+        cfg, args.job, dry_run=args.dry_run, jobs_root=args.jobs_root, metric=args.metric
+    )

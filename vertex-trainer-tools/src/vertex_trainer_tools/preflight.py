@@ -341,7 +341,7 @@ def problems(
     if root is None:
         try:
             root = schema.load_yaml(Path(cfg.path).read_text(encoding="utf-8"), cfg.path)
-        except (OSError, ValueError):  # schema.SchemaError, UnicodeDecodeError
+        except (OSError, ValueError, schema.SchemaError):  # UnicodeDecodeError is a ValueError
             root = None  # a Config built from a dict: no lines to show
     reader = schema.Reader(root, cfg.path)
     for key, why in vertex_problems(cfg) + reduction_server_problems(cfg.job):

@@ -274,4 +274,4 @@ def read(cls: type[BaseModel], data: Any, path: str):
         for each in error.errors(include_url=False):
             for key, why in _located(cls, data, each):
                 reader.problem(key, why)
-        raise SchemaError(reader.problems) from None
+        raise SchemaError(*reader.problems) from None

@@ -19,29 +19,28 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
+import re
+import shutil
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
+from build import BuildBackendException, BuildException, ProjectBuilder
 from google.protobuf import json_format
+from pyproject_hooks import quiet_subprocess_runner
 
+from vertex_trainer_tools import cloud, preflight, vertex_limits
 from vertex_trainer_tools import config as config_lib
-from vertex_trainer_tools import vertex_limits
-from vertex_trainer_tools.remote import (
-    SubmitError,
-    build_sdist,
+from vertex_trainer_tools.cloud import (
     check_buckets,
     check_image,
     default_credentials,
-    offline_problems,
-    package_uri,
     storage_client,
     upload,
 )
+from vertex_trainer_tools.errors import FAILED, ToolError
 from vertex_trainer_tools.render import (
-    GCLOUD_DIR,
     apply_run_options,
     build_custom_job,
     build_hpt_job,
@@ -51,64 +50,36 @@ from vertex_trainer_tools.render import (
     write_gcloud_config,
 )
 
-ENDPOINT_ENV = "VERTEX_API_ENDPOINT"
-
 logger = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------
-# Command line.
+# Checks before any API call.
 
 
-def parse_args(argv: list[str], prog: str = "vertex-tools submit") -> argparse.Namespace:
-    if "--" in argv:
-        split = argv.index("--")
-        argv, extra = argv[:split], argv[split + 1 :]
-    else:
-        extra = []
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Submit vertex.yaml's job (or --hpt study) to Vertex AI.",
-        epilog="Arguments after -- are appended to the trainer's args.",
-    )
-    parser.add_argument("--config", default=config_lib.DEFAULT_PATH, help="default: vertex.yaml")
-    parser.add_argument("--hpt", action="store_true", help="submit the hyperparameter study")
-    parser.add_argument(
-        "--package",
-        action="store_true",
-        help="python-package mode: sdist on the prebuilt executor image, no custom image",
-    )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="print the request JSON; no credentials, no network"
-    )
-    parser.add_argument(
-        "--gcloud-config",
-        action="store_true",
-        help=f"write the spec as gcloud --config YAML under {GCLOUD_DIR}/ and print the command",
-    )
-    parser.add_argument(
-        "--sync",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="wait for the job to end and fail if it fails (default: --sync)",
-    )
-    parser.add_argument(
-        "--upload-model",
-        action="store_true",
-        help="after the job SUCCEEDED, upload its model (vertex-tools upload-model); --sync only",
-    )
-    parser.add_argument("--tag", default="", help="image tag to run instead of image.tag")
-    parser.add_argument("--image", default="", help="full image URI instead of the config's")
-    parser.add_argument("--display-name", default="", help="base name instead of the config's")
-    parser.add_argument("--dist-dir", default="dist", help="where --package builds the sdist")
-    parser.add_argument(
-        "--skip-remote-checks",
-        action="store_true",
-        help="do not look up the buckets and the image before submitting",
-    )
-    args = parser.parse_args(argv)
-    args.trainer_args = extra
-    return args
+def offline_problems(
+    cfg: config_lib.Config,
+    hpt: bool,
+    package: bool,
+    image_uri: str,
+    extra_args: list[str] | None = None,
+) -> list[str]:
+    """What would make Vertex refuse the job (or tune nothing), knowable before any API call:
+    the config, Vertex's names, the trainer's arguments (``job.args``, then ``extra_args``: the
+    ``ARGS`` after ``--``) and, for a study, its parameters and metric."""
+    problems = []
+    if hpt and cfg.hpt is None:
+        problems.append(f"{cfg.path}: hpt: missing: describe the study there to tune")
+    if package and (cfg.python_package is None or not cfg.python_package.executor_image_uri):
+        problems.append(f"{cfg.path}: python_package.executor_image_uri: missing for --package")
+    if not package and not re.match(r"^[a-z0-9.-]+(:[0-9]+)?/[^:@\s]+[:@][^\s]+$", image_uri):
+        problems.append(f"image {image_uri!r} is not a full image URI (HOST/PATH:TAG)")
+    elif not package and vertex_limits.image_reference_problem(image_uri, need_host=True):
+        problems.append(f"image {vertex_limits.image_reference_problem(image_uri, True)}")
+    problems += preflight.problems(cfg, hpt=hpt, extra_args=extra_args or ())
+    if cfg.job.experiment and not cfg.job.service_account:
+        problems.append(f"{cfg.path}: job.service_account: an experiment needs a service account")
+    return problems
 
 
 def init_sdk(cfg: config_lib.Config, credentials, endpoint: str | None) -> None:
@@ -127,7 +98,7 @@ def init_sdk(cfg: config_lib.Config, credentials, endpoint: str | None) -> None:
         )
     except ValueError as error:  # never the SDK's whole list of regions: one line
         why = "not a Vertex AI region" if "region" in str(error) else str(error).splitlines()[0]
-        raise SubmitError(f"{cfg.path}: region: {cfg.region!r}: {why}") from None
+        raise ToolError(f"{cfg.path}: region: {cfg.region!r}: {why}") from None
 
 
 def log_hint(hpt: bool, resource_name: str, region: str) -> str:
@@ -137,10 +108,14 @@ def log_hint(hpt: bool, resource_name: str, region: str) -> str:
 
 
 def submit(args: argparse.Namespace) -> int:
+    """``vertex-tools submit``, ``submit-hpt`` (``--hpt``) and ``gcloud-config``."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    # google-api-core warns, once per generated module, about Python versions it will drop.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\..*")
     cfg = config_lib.load(args.config)
     why = args.tag and vertex_limits.tag_problem(args.tag)
     if why:
-        raise SubmitError(f"--tag (TAG=): {why}")
+        raise ToolError(f"--tag (TAG=): {why}")
     offline = args.dry_run or args.gcloud_config
     image_uri = args.image or (cfg.image_uri_with_tag(args.tag) if args.tag else cfg.image_uri)
     trainer_args = list(cfg.job.args) + list(args.trainer_args)
@@ -160,7 +135,7 @@ def submit(args: argparse.Namespace) -> int:
     if args.upload_model and not cfg.model.serving_image:
         problems.append(f"{cfg.path}: model.serving_image: missing for --upload-model")
     if problems:
-        raise SubmitError(*problems)
+        raise ToolError(*problems)
     if args.hpt and cfg.job.experiment:
         print(
             f"WARNING: {cfg.path}: job.experiment is not used by tuning studies "
@@ -172,22 +147,22 @@ def submit(args: argparse.Namespace) -> int:
     base = args.display_name or (cfg.hpt.display_name if args.hpt else cfg.job.display_name)
     display_name = unique_display_name(base)
 
-    endpoint = os.environ.get(ENDPOINT_ENV, "").rstrip("/") or None
+    stand_in = cloud.endpoint()
     from google.auth.credentials import AnonymousCredentials
 
-    if offline or endpoint:
+    if offline or stand_in:
         credentials = AnonymousCredentials()
     else:
         credentials = default_credentials()
-    init_sdk(cfg, credentials, None if offline else endpoint)
+    init_sdk(cfg, credentials, None if offline else stand_in)
 
     client = None
     if not offline:
-        client = storage_client(cfg, credentials, endpoint)
+        client = storage_client(cfg, credentials, stand_in)
         if not args.skip_remote_checks:
             check_buckets(cfg, client)
             if not args.package:
-                check_image(image_uri, credentials, endpoint)
+                check_image(image_uri, credentials, stand_in)
 
     package = None
     if args.package:
@@ -222,7 +197,7 @@ def submit(args: argparse.Namespace) -> int:
             print("The model upload would follow a job that succeeded", file=sys.stderr)
         return 0
     if hpt_job is not None and not args.sync:
-        return create_study(cfg, hpt_job, options, credentials, endpoint)
+        return create_study(cfg, hpt_job, options, credentials, stand_in)
     return run(cfg, args, job, hpt_job, options)
 
 
@@ -273,7 +248,9 @@ def create_study(cfg, hpt_job, options, credentials, endpoint: str | None) -> in
             hyperparameter_tuning_job=study,
         )
     except exceptions.GoogleAPICallError as error:
-        raise SubmitError(f"Vertex AI refused the request: {error.message}") from None
+        raise ToolError(
+            f"Vertex AI refused the request: {error.message}", exit_code=FAILED
+        ) from None
     print_where(created.name, True, cfg.region)
     return 0
 
@@ -290,8 +267,8 @@ def create_experiment_run(experiment: str, run: str) -> None:
         aiplatform.ExperimentRun.create(run, experiment=found)
     except (exceptions.GoogleAPICallError, RuntimeError) as error:
         why = getattr(error, "message", None) or str(error).splitlines()[0]
-        raise SubmitError(
-            f"Vertex AI Experiments refused run {run} of {experiment}: {why}"
+        raise ToolError(
+            f"Vertex AI Experiments refused run {run} of {experiment}: {why}", exit_code=FAILED
         ) from None
     print(f"Experiment run {experiment}-{run}: the chief logs params and metrics to it")
 
@@ -321,9 +298,13 @@ def run(cfg, args, job, hpt_job, options) -> int:
         resource = hpt_job or job
         state = resource.state.name
         message = resource.error.message or str(error).splitlines()[0]
-        raise SubmitError(f"{resource.resource_name} ended in {state}: {message}") from None
+        raise ToolError(
+            f"{resource.resource_name} ended in {state}: {message}", exit_code=FAILED
+        ) from None
     except exceptions.GoogleAPICallError as error:
-        raise SubmitError(f"Vertex AI refused the request: {error.message}") from None
+        raise ToolError(
+            f"Vertex AI refused the request: {error.message}", exit_code=FAILED
+        ) from None
     print(f"{resource.resource_name} ended in {resource.state.name}")
     if args.upload_model:
         from vertex_trainer_tools.model_upload import upload_model
@@ -332,17 +313,31 @@ def run(cfg, args, job, hpt_job, options) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None, prog: str = "vertex-tools submit") -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    # google-api-core warns, once per generated module, about Python versions it will drop.
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\..*")
-    args = parse_args(sys.argv[1:] if argv is None else argv, prog)
+# ---------------------------------------------------------------------------------------------
+# Python-package mode: the sdist Vertex's prebuilt container pip-installs.
+
+
+def build_sdist(project_dir: Path, dist_dir: Path) -> Path:
+    """The sdist Vertex's prebuilt container pip-installs, built by ``build`` (PEP 517).
+
+    It builds in this environment (no isolated one to download), so it works offline.
+    """
+    before = set(project_dir.glob("*.egg-info"))
     try:
-        return submit(args)
-    except config_lib.ConfigError as error:
-        lines = error.problems
-    except SubmitError as error:
-        lines = error.lines
-    for line in lines:
-        print(f"ERROR: {line}", file=sys.stderr)
-    return 1
+        builder = ProjectBuilder(project_dir, runner=quiet_subprocess_runner)
+        missing = builder.check_dependencies("sdist")
+        if missing:
+            needed = ", ".join(sorted(next(iter(group)) for group in missing))
+            raise ToolError(f"building the sdist needs {needed}: pip install it", exit_code=FAILED)
+        return Path(builder.build("sdist", dist_dir))
+    except (BuildException, BuildBackendException) as error:
+        raise ToolError(
+            f"building the sdist of {project_dir} failed: {error}", exit_code=FAILED
+        ) from None
+    finally:  # setuptools leaves its egg-info in the project: not the user's file
+        for leftover in set(project_dir.glob("*.egg-info")) - before:
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def package_uri(cfg: config_lib.Config, display_name: str, sdist: Path) -> str:
+    return f"{cfg.staging_bucket}/packages/{display_name}/{sdist.name}"

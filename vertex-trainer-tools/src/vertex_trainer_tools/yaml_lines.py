@@ -11,13 +11,10 @@ from typing import Any
 
 import yaml
 
+from vertex_trainer_tools.errors import ToolError
 
-class SchemaError(ValueError):
-    """The file is malformed; ``problems`` has one line per problem."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        super().__init__("\n".join(self.problems))
+# A malformed file: the tools' one error, one line per problem (``problems``), exit 2.
+SchemaError = ToolError
 
 
 class LineDict(dict):
@@ -142,20 +139,20 @@ def load_yaml(text: str, path: str) -> Any:
         else:  # libyaml counts UTF-8 bytes
             line = text.encode()[: error.position].count(b"\n") + 1
         why = f"holds character U+{error.character:04X}, which YAML does not allow: remove it"
-        raise SchemaError([f"{path}:{line}: {why}"]) from None
+        raise SchemaError(f"{path}:{line}: {why}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
         why = getattr(error, "problem", None) or "cannot parse it"
-        raise SchemaError([f"{path}{where}: is not valid YAML ({why})"]) from None
+        raise SchemaError(f"{path}{where}: is not valid YAML ({why})") from None
     finally:
         if loader is not None:
             loader.dispose()
     if loader.duplicates:
-        raise SchemaError([f"{path}:{line}: {key}: {why}" for line, key, why in loader.duplicates])
+        raise SchemaError(*[f"{path}:{line}: {key}: {why}" for line, key, why in loader.duplicates])
     if loader.bad_keys:
         raise SchemaError(
-            [
+            *[
                 f"{path}:{line}: {key}: every key is a name, not {kind}: quote it or fix it"
                 for line, key, kind in dict.fromkeys(loader.bad_keys)
             ]

@@ -1,4 +1,6 @@
-"""The command line of ``vertex-tools local-run`` (``make train-local`` wraps it)."""
+"""``vertex-tools local-run`` (``make train-local`` wraps it): the job of vertex.yaml run here.
+
+Its options are in ``options.py``; ``cli.py`` of the package declares them on its parser."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vertex_trainer_tools import contract
+from vertex_trainer_tools.errors import ToolError
 from vertex_trainer_tools.local_run import folders, images, preflight, record
 from vertex_trainer_tools.local_run.job import (
     Job,
@@ -23,7 +26,6 @@ from vertex_trainer_tools.local_run.job import (
     trial_values,
 )
 from vertex_trainer_tools.local_run.launcher import ProcessLauncher, cpu_slices
-from vertex_trainer_tools.local_run.options import parse_args
 from vertex_trainer_tools.local_run.supervisor import DRILL_NOT_FIRED, Replica, Supervisor
 from vertex_trainer_tools.project import project_root
 
@@ -119,7 +121,7 @@ def refuse_trainer_args(config, args: argparse.Namespace) -> None:
 
     lines = config_checks.argument_lines(config, config.job.args, args.trainer_args, None)
     if lines:
-        raise config_module.ConfigError(lines)
+        raise config_module.ConfigError(*lines)
 
 
 def print_env(job: Job, command: list[str], envs: dict[str, dict[str, str]] | None = None) -> None:
@@ -134,28 +136,23 @@ def print_env(job: Job, command: list[str], envs: dict[str, dict[str, str]] | No
             print(f"  {key}={value}")
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run") -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv, prog)
+def command(args: argparse.Namespace) -> int:
+    """``vertex-tools local-run``: plan the job, check it, make its folder, run it. The job's
+    modules refuse bad input with ValueError or OSError: each is one line here, exit 2."""
     try:
         job, config, resumed = build(args)
     except ModuleNotFoundError as error:  # config needs PyYAML
-        problem = f"{sys.executable} cannot import {error.name}: {preflight.FIX}"
-        print(f"ERROR: {problem}", file=sys.stderr)
-        return 2
-    except (OSError, ValueError) as error:  # config.ConfigError is a ValueError
-        for line in getattr(error, "problems", None) or [str(error)]:
-            print(f"ERROR: {line}", file=sys.stderr)
-        return 2
+        raise ToolError(f"{sys.executable} cannot import {error.name}: {preflight.FIX}") from None
+    except (OSError, ValueError) as error:
+        raise ToolError(str(error)) from None
     image = None
     if args.image is not None:
         image = args.image or images.default_image(config)
     elif args.gpus:
-        print(
-            "ERROR: --gpus (GPUS=) is for container runs (--image, IMAGE=1); "
-            "a replica run as a process sees this machine's GPUs already",
-            file=sys.stderr,
+        raise ToolError(
+            "--gpus (GPUS=) is for container runs (--image, IMAGE=1); "
+            "a replica run as a process sees this machine's GPUs already"
         )
-        return 2
     if args.print_env:
         if image is None:
             print_env(job, ProcessLauncher(args.module, project_root()).command(job.args))
@@ -167,24 +164,18 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
         return finished(job, args)
     if image is not None:
         problem = images.check_image(image)
-        if problem:
-            print(problem, file=sys.stderr)
-            return 2
-    elif args.module == "trainer.task":
-        problem = preflight.check(project_root())
-        if problem:
-            print(problem, file=sys.stderr)
-            return 2
+    else:
+        problem = preflight.check(project_root()) if args.module == "trainer.task" else ""
+    if problem:
+        raise ToolError(problem.removeprefix("ERROR: "))
     try:
         job = make_job_folder(job, args, config.job.display_name)
     except OSError as error:
         where = error.filename or job.output_dir
-        print(
-            f"ERROR: {where}: cannot make the job folder there ({error.strerror or error}); "
-            "use a writable --jobs-root or --output-dir",
-            file=sys.stderr,
-        )
-        return 2
+        raise ToolError(
+            f"{where}: cannot make the job folder there ({error.strerror or error}); "
+            "use a writable --jobs-root or --output-dir"
+        ) from None
     started = resumed or record.JobRecord(
         job_id=job.job_id,
         replica_counts=replica_counts(job),
@@ -197,12 +188,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
     try:
         record.write(job.output_dir, record.with_state(started, record.RUNNING))
     except OSError as error:
-        print(
-            f"ERROR: {record.path(job.output_dir)}: cannot write the job record "
-            f"({error.strerror or error}); use a writable --jobs-root or --output-dir",
-            file=sys.stderr,
-        )
-        return 2
+        raise ToolError(
+            f"{record.path(job.output_dir)}: cannot write the job record "
+            f"({error.strerror or error}); use a writable --jobs-root or --output-dir"
+        ) from None
     if image is not None:
         launcher = images.ContainerLauncher(image, job, config.base_output_dir, args.gpus)
     else:
@@ -217,6 +206,20 @@ def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run"
     ended = record.SUCCEEDED if status in (0, DRILL_NOT_FIRED) else record.FAILED
     record.write(job.output_dir, record.with_state(started, ended))
     return status
+
+
+def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> argparse.Namespace:
+    """local-run's options parsed by the tools' one parser (the name of earlier versions)."""
+    from vertex_trainer_tools import cli
+
+    return cli.parse(["local-run", *argv])
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run") -> int:
+    """``vertex-tools local-run ARGV``: the entry point of earlier versions, kept working."""
+    from vertex_trainer_tools import cli
+
+    return cli.main(["local-run", *(sys.argv[1:] if argv is None else argv)])
 
 
 def make_job_folder(job: Job, args: argparse.Namespace, display_name: str) -> Job:

@@ -1,10 +1,10 @@
-"""The options of ``vertex-tools local-run``: its argument parser, with each option's help."""
+"""The options of ``vertex-tools local-run``, with each option's help; ``cli.py`` puts them
+on the command's parser, beside the options every command shares (``--config``)."""
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
 
 from vertex_trainer_tools.local_run.drill import DEFAULT_GRACE, SIGNALS
 from vertex_trainer_tools.local_run.supervisor import MAX_RESTARTS
@@ -29,14 +29,6 @@ def _kill_after(value: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(
             f"expected SECONDS, 'checkpoint' or 'checkpoint:N', got {value!r}"
         ) from None
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse with its refusals as one ``ERROR:`` line, exit 2: the usage of this many
-    options fills a screen and buries the line that names the bad one."""
-
-    def error(self, message: str):
-        self.exit(2, f"ERROR: {message} (see {self.prog} --help)\n")
 
 
 def _replicas(value: str) -> int:
@@ -74,15 +66,21 @@ def _count(value: str) -> int:
     return number
 
 
-def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> argparse.Namespace:
-    parser = OneLineParser(
-        prog=prog,
-        description="Run the Vertex AI job of vertex.yaml as local processes (or containers "
-        "of the image: --image), one per replica, with Vertex's environment. Trainer arguments "
-        "go after '--'.",
-    )
+DESCRIPTION = (
+    "Run the Vertex AI job of vertex.yaml as local processes (or containers of the image: "
+    "--image), one per replica, with Vertex's environment. Trainer arguments go after '--'."
+)
+
+
+def default_config() -> str:
+    """The project's vertex.yaml, found at or above the working directory: a job runs from
+    anywhere in its project (``--config`` when not given)."""
+    return str(project_root() / CONFIG_FILE)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare local-run's own options on its parser (``cli.py`` adds the shared ones)."""
     add = parser.add_argument
-    add("--config", default=str(project_root() / CONFIG_FILE), help="config file (vertex.yaml)")
     add(
         "--replicas",
         type=_replicas,
@@ -208,10 +206,3 @@ def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> arg
         action="store_true",
         help="print each replica's command and Vertex variables, then exit without running",
     )
-    own, trainer_args = list(argv), []
-    if "--" in own:
-        split = own.index("--")
-        own, trainer_args = own[:split], own[split + 1 :]
-    args = parser.parse_args(own)
-    args.trainer_args = trainer_args
-    return args

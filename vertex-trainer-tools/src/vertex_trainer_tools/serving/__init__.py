@@ -20,6 +20,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vertex_trainer_tools.errors import ToolError
+
+DEFAULT_MODEL_DIR = "outputs/local/latest/model"  # the newest `make train-local` job's export
 # Artifact name -> the framework whose serving container loads it (Vertex's names, EXP doc).
 ARTIFACTS = {
     "saved_model.pb": "tensorflow",
@@ -28,20 +31,16 @@ ARTIFACTS = {
 }
 
 
-class ServingError(Exception):
-    """A bad request or model dir: reported as one ``ERROR:`` line, exit 2."""
-
-
 def framework_of(model_dir: str | Path) -> str:
     """The framework of the export in ``model_dir``, by the artifact its container loads."""
     folder = Path(model_dir)
     if not folder.is_dir():
-        raise ServingError(f"{folder}: no such model dir (e.g. outputs/local/latest/model)")
+        raise ToolError(f"{folder}: no such model dir (e.g. outputs/local/latest/model)")
     for name, framework in ARTIFACTS.items():
         if (folder / name).is_file():
             return framework
     names = ", ".join(ARTIFACTS)
-    raise ServingError(f"{folder}: no {names} (an exported model dir of the trainer)")
+    raise ToolError(f"{folder}: no {names} (an exported model dir of the trainer)")
 
 
 def read_request(path: str | Path) -> dict[str, Any]:
@@ -49,16 +48,16 @@ def read_request(path: str | Path) -> dict[str, Any]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
-        raise ServingError(f"{path}: {error.strerror or error} (e.g. instances.json)") from None
+        raise ToolError(f"{path}: {error.strerror or error} (e.g. instances.json)") from None
     except UnicodeDecodeError as error:
-        raise ServingError(
+        raise ToolError(
             f"{path}: not UTF-8 text (byte 0x{text_byte(error)} at offset {error.start}): "
             "save the request as UTF-8 JSON"
         ) from None
     try:
         body = json.loads(text)
     except ValueError as error:
-        raise ServingError(f"{path}: not JSON: {error}") from None
+        raise ToolError(f"{path}: not JSON: {error}") from None
     check_request(body, str(path))
     return body
 
@@ -71,13 +70,13 @@ def check_request(body: Any, where: str = "request") -> None:
     """Vertex's rule: a JSON object whose ``instances`` is a non-empty list."""
     example = '(e.g. {"instances": [[1.0, 2.0]]})'
     if not isinstance(body, dict):
-        raise ServingError(f"{where}: not a JSON object {example}")
+        raise ToolError(f"{where}: not a JSON object {example}")
     instances = body.get("instances")
     if not isinstance(instances, list) or not instances:
         why = "missing" if instances is None else "not a non-empty list"
-        raise ServingError(f"{where}: instances: {why} {example}")
+        raise ToolError(f"{where}: instances: {why} {example}")
     if not isinstance(body.get("parameters", {}), dict):
-        raise ServingError(f'{where}: parameters: not an object (e.g. {{"top_k": 2}})')
+        raise ToolError(f'{where}: parameters: not an object (e.g. {{"top_k": 2}})')
 
 
 def predict(model_dir: str | Path, body: dict[str, Any]) -> dict[str, Any]:

@@ -7,36 +7,29 @@ dir without the artifact a container loads, is one ``ERROR:`` line and exit 2.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
+from collections.abc import Sequence
 
 from vertex_trainer_tools import serving
-from vertex_trainer_tools.local_run.options import OneLineParser
+from vertex_trainer_tools.errors import ToolError
 
-DEFAULT_MODEL_DIR = "outputs/local/latest/model"  # the newest `make train-local` job's export
+DEFAULT_MODEL_DIR = serving.DEFAULT_MODEL_DIR  # the name of earlier versions
 
 
-def main(argv: list[str] | None = None, prog: str = "vertex-tools predict-local") -> int:
-    parser = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--instances", required=True, help='request JSON file: {"instances": [...]}'
-    )
-    parser.add_argument(
-        "--model-dir", default=DEFAULT_MODEL_DIR, help=f"the export (default {DEFAULT_MODEL_DIR})"
-    )
-    args = parser.parse_args(argv)
+def command(args: argparse.Namespace) -> int:
+    """``vertex-tools predict-local``: its options are declared in ``cli.py``."""
     if not args.instances:
-        print(
-            "ERROR: --instances: no request file given (e.g. make predict-local "
-            "INSTANCES=instances.json)",
-            file=sys.stderr,
+        raise ToolError(
+            "--instances: no request file given (e.g. make predict-local INSTANCES=instances.json)"
         )
-        return 2
-    try:
-        body = serving.read_request(args.instances)
-        response = serving.predict(args.model_dir, body)
-    except serving.ServingError as error:
-        print(f"ERROR: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(response))
+    body = serving.read_request(args.instances)
+    print(json.dumps(serving.predict(args.model_dir, body)))
     return 0
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools predict-local") -> int:
+    """``vertex-tools predict-local ARGV``: the entry point of earlier versions, kept working."""
+    from vertex_trainer_tools import cli
+
+    return cli.main(["predict-local", *([] if argv is None else argv)])

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vertex_trainer_tools.serving import ServingError
+from vertex_trainer_tools.errors import FAILED, ToolError
 
 CACHE_ENV = "VERTEX_TOOLS_CACHE"
 XGBOOST = "xgboost-cpu==2.1.4"
@@ -55,7 +55,7 @@ def _pip(python: str, *args: str) -> None:
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
-        raise ServingError(f"pip install {' '.join(args)}: {lines[-1]}")
+        raise ToolError(f"pip install {' '.join(args)}: {lines[-1]}", exit_code=FAILED)
 
 
 def cached(name: str, make) -> Path:
@@ -100,11 +100,11 @@ def xgboost_predict(model_dir: str | Path, body: dict[str, Any]) -> dict[str, An
     )
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
-        raise ServingError(f"{model_dir}/model.bst: {lines[-1]}")
+        raise ToolError(f"{model_dir}/model.bst: {lines[-1]}")
     try:
         response = json.loads(done.stdout)
     except ValueError:
-        raise ServingError(f"{model_dir}/model.bst: the predictor printed no JSON") from None
+        raise ToolError(f"{model_dir}/model.bst: the predictor printed no JSON") from None
     print(f"served by xgboost {response.pop('xgboost')}", file=sys.stderr)
     return response
 

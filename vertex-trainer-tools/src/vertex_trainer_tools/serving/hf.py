@@ -27,7 +27,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from vertex_trainer_tools.serving import ServingError, envs
+from vertex_trainer_tools.errors import ToolError
+from vertex_trainer_tools.serving import envs
 
 TASK = "text-classification"
 PREDICT_ROUTE = "/predict"
@@ -85,14 +86,14 @@ def predict(model_dir: str | Path, body: dict[str, Any], python: str = sys.execu
                 if server.poll() is not None:
                     log.seek(0)
                     lines = log.read().strip().splitlines() or [f"exit {server.returncode}"]
-                    raise ServingError(f"{model_dir}: hf-serve stopped: {lines[-1]}")
+                    raise ToolError(f"{model_dir}: hf-serve stopped: {lines[-1]}")
                 try:
                     if _call(base + HEALTH_ROUTE, timeout=2)[0] == 200:
                         break
                 except OSError:
                     pass
                 if time.monotonic() > deadline:
-                    raise ServingError(f"{model_dir}: hf-serve not ready in {START_TIMEOUT_S} s")
+                    raise ToolError(f"{model_dir}: hf-serve not ready in {START_TIMEOUT_S} s")
                 time.sleep(0.5)
             status, answer = _call(base + PREDICT_ROUTE, json.dumps(body).encode())
         finally:
@@ -103,8 +104,8 @@ def predict(model_dir: str | Path, body: dict[str, Any], python: str = sys.execu
                 server.kill()
                 server.wait()
     if status != 200:
-        raise ServingError(f"{model_dir}: hf-serve answered {status}: {answer.decode()[:300]}")
+        raise ToolError(f"{model_dir}: hf-serve answered {status}: {answer.decode()[:300]}")
     try:
         return json.loads(answer)
     except ValueError:
-        raise ServingError(f"{model_dir}: hf-serve answered no JSON: {answer[:300]!r}") from None
+        raise ToolError(f"{model_dir}: hf-serve answered no JSON: {answer[:300]!r}") from None

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from vertex_trainer_tools.serving import ServingError
+from vertex_trainer_tools.errors import ToolError
 
 SIGNATURE = "serving_default"
 
@@ -35,7 +35,7 @@ def columns(instances: list, names: list[str]) -> dict[str, list]:
             continue
         if not isinstance(instance, dict) or set(instance) != set(names):
             got = sorted(instance) if isinstance(instance, dict) else type(instance).__name__
-            raise ServingError(
+            raise ToolError(
                 f"instances[{index}]: the signature takes the inputs {names}, got {got}"
             )
         for name in names:
@@ -69,7 +69,7 @@ def rows(outputs: dict[str, Any]) -> list:
     sizes = {len(batch) for batch in values.values()}
     if len(sizes) != 1:
         sizes_of = {name: len(batch) for name, batch in values.items()}
-        raise ServingError(f"outputs of different batch sizes: {sizes_of}")
+        raise ToolError(f"outputs of different batch sizes: {sizes_of}")
     if len(values) == 1:
         ((name, batch),) = values.items()
         return [encode(name, value) for value in batch]
@@ -87,14 +87,14 @@ def predict(model_dir: str | Path, body: dict[str, Any]) -> dict[str, Any]:
         loaded = tf.saved_model.load(str(model_dir))
     except Exception as error:  # noqa: BLE001 - TF raises many kinds for a damaged export
         message = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ServingError(
+        raise ToolError(
             f"{model_dir}: not a SavedModel TensorFlow can load ({message}); "
             "export it again (make train-local)"
         ) from None
     name = body.get("signature_name", SIGNATURE)
     if name not in loaded.signatures:
         known = sorted(loaded.signatures)
-        raise ServingError(f"{model_dir}: no signature {name!r} (one of {known})")
+        raise ToolError(f"{model_dir}: no signature {name!r} (one of {known})")
     signature = loaded.signatures[name]
     specs = signature.structured_input_signature[1]
     feeds = {}
@@ -103,10 +103,10 @@ def predict(model_dir: str | Path, body: dict[str, Any]) -> dict[str, Any]:
             feeds[input_name] = tf.constant(values, dtype=specs[input_name].dtype)
         except (ValueError, TypeError, OverflowError) as error:
             message = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise ServingError(f"instances: input {input_name!r}: {message}") from None
+            raise ToolError(f"instances: input {input_name!r}: {message}") from None
     try:
         outputs = signature(**feeds)
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as error:
         message = str(error).strip().splitlines()[0]
-        raise ServingError(f"instances: {name} refused them: {message}") from None
+        raise ToolError(f"instances: {name} refused them: {message}") from None
     return {"predictions": rows(outputs)}
