@@ -16,7 +16,6 @@ from conftest import PROJECT, base_args, start, trainer_env, wait
 from vertex_trainer_tools.testing import free_port, kill, read_metrics
 
 from trainer import checkpoints, task
-from trainer.preemption import DRILL_STEP_SECONDS_ENV
 
 STEPS_PER_EPOCH = 4  # --max-train-samples=64 with --batch-size=16
 
@@ -46,7 +45,7 @@ def _wait_for_complete_checkpoint(process, root, timeout: float) -> int:
 
 def test_killed_run_resumes_at_a_later_step(tiny_bert, csv_data, tmp_path):
     job = tmp_path / "job"
-    epochs = 4
+    epochs = 16
     total = epochs * STEPS_PER_EPOCH
     argv = [
         *base_args(tiny_bert, csv_data, job),
@@ -56,14 +55,11 @@ def test_killed_run_resumes_at_a_later_step(tiny_bert, csv_data, tmp_path):
         "--save-steps=4",
         "--checkpoint-minutes=0",
     ]
-    # Steps of at least 0.25 s: the 12 steps after the first checkpoint outlast the poll that
-    # kills the run on a fast machine, and none is needed beyond them.
-    slowed = {DRILL_STEP_SECONDS_ENV: "0.25"}
-    first = start(argv, tmp_path / "first.log", **slowed)
+    first = start(argv, tmp_path / "first.log")
     saved = _wait_for_complete_checkpoint(first, job / "checkpoints", timeout=180)
     assert saved < total
 
-    second = start(argv, tmp_path / "second.log", **slowed)
+    second = start(argv, tmp_path / "second.log")
     assert wait(second, timeout=240) == 0, (tmp_path / "second.log").read_text()[-3000:]
     log = (tmp_path / "second.log").read_text()
 
