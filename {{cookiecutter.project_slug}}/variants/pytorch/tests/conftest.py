@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import os
 import random
+import re
 import subprocess
 import sys
 
 import pytest
-from vertex_trainer_tools.testing import is_vertex_variable, kill
+from vertex_trainer_tools.testing import CHIEF, is_vertex_variable, kill, run_local_job
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_SEQ_LENGTH = 64
@@ -28,14 +29,20 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    """Each test gets its own caches and no Vertex variables from the calling shell."""
+def isolate(patch: pytest.MonkeyPatch, folder) -> None:
+    """Caches and the tuning metrics file in ``folder``; no Vertex variables of the shell."""
     for name in list(os.environ):
         if is_vertex_variable(name) or name in TORCHRUN_VARIABLES:
-            monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
-    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "hypertune" / "metrics.json"))
+            patch.delenv(name, raising=False)
+    patch.setenv("HF_DATASETS_CACHE", str(folder / "hf-datasets"))
+    patch.setenv("CLOUD_ML_HP_METRIC_FILE", str(folder / "hypertune" / "metrics.json"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    """Each test gets its own caches and no Vertex variables from the calling shell; the
+    module-scoped runs that several tests read call ``isolate`` on their own folder."""
+    isolate(monkeypatch, tmp_path)
 
 
 @pytest.fixture(scope="session")
@@ -63,10 +70,21 @@ SMOKE_ARGS = [
 ]
 
 
-@pytest.fixture
-def smoke_args(tiny_bert) -> list[str]:
+def smoke_args(tiny_bert: str) -> list[str]:
     """SMOKE_ARGS on the tiny BERT of ``tiny_bert``: a pretrained model loaded from a folder."""
     return [f"--model-name-or-path={tiny_bert}", *SMOKE_ARGS[1:]]
+
+
+# The smoke run through the local emulator is read by two tests: its logs
+# (test_pytorch_train.py) and its exported model served (test_pytorch_serving.py).
+SMOKE_JOB = pytest.mark.xdist_group("pytorch-smoke-job")
+
+
+@pytest.fixture(scope="session")
+def smoke_job(tiny_bert, vertex_project, tmp_path_factory):
+    """``local_job`` of ``smoke_args``: one replica, as ``make train-local`` runs it."""
+    args = smoke_args(tiny_bert)
+    return _emulated_job(tmp_path_factory.mktemp("smoke"), [], args, vertex_project)
 
 
 def write_csv(path, rows: dict[str, list]) -> str:
@@ -147,3 +165,63 @@ def wait(process: subprocess.Popen, timeout: float) -> int:
     except subprocess.TimeoutExpired:
         kill(process)
         raise AssertionError(f"trainer still running after {timeout} s; killed") from None
+
+
+# One SIGTERM drill on 2 replicas at real step times is read by two modules: its notice in the
+# first steps (test_pytorch_notice_drills.py) and its rerun's weights, which must be those of
+# the same job never stopped (test_pytorch_local_run.py, whose plain 2-replica test reads that
+# uninterrupted job). The tests that read them run on one worker (``make test-all``'s
+# ``--dist loadgroup``), so each job runs once.
+TWO_REPLICA_JOBS = pytest.mark.xdist_group("pytorch-two-replica-jobs")
+DRILL_STEPS = 5  # a checkpoint after every step; the notice comes in step 2 or 3
+DRILL_STEP_SECONDS = "2.5"
+GRACE = 30.0  # Compute Engine stops a preempted VM about 30 s after its SIGTERM
+
+
+def drill_args(tiny_bert: str, csv_data: dict, *extra: str) -> list[str]:
+    """Trainer flags of the local emulator's jobs: the tiny model, its data, no timed save."""
+    args = [a for a in base_args(tiny_bert, csv_data, "") if not a.startswith("--job-dir")]
+    return [*args, "--checkpoint-minutes=0", *extra]
+
+
+def sigterm_drill_args(tiny_bert: str, csv_data: dict) -> list[str]:
+    return drill_args(tiny_bert, csv_data, f"--max-steps={DRILL_STEPS}", "--save-steps=1")
+
+
+def _emulated_job(folder, runner_args, trainer_args, project, env=None):
+    with pytest.MonkeyPatch.context() as patch:
+        isolate(patch, folder)
+        return run_local_job(folder / "out", runner_args, trainer_args, 600, env, project=project)
+
+
+@pytest.fixture(scope="session")
+def sigterm_drill_2_replicas(tiny_bert, csv_data, vertex_project, tmp_path_factory):
+    """SIGTERM to the chief once its first checkpoint is complete, at 2.5 s a step, then the
+    whole job rerun (what ``kill_and_resume(..., signal="TERM", restart_job=True)`` runs);
+    the job as it ended, checked as that fixture checks it."""
+    runner_args = ["--replicas=2", "--kill-after=checkpoint", f"--kill-replica={CHIEF}"]
+    runner_args += ["--kill-signal=TERM", f"--kill-grace={GRACE:g}"]
+    runner_args += ["--restart-job-on-worker-restart"]
+    from trainer.preemption import DRILL_STEP_SECONDS_ENV
+
+    job = _emulated_job(
+        tmp_path_factory.mktemp("sigterm-drill"),
+        runner_args,
+        sigterm_drill_args(tiny_bert, csv_data),
+        vertex_project,
+        env={DRILL_STEP_SECONDS_ENV: DRILL_STEP_SECONDS},
+    )
+    assert job.returncode == 0, job.tail()
+    assert f"kill drill: SIGTERM to {CHIEF}" in job.output, job.tail()
+    assert job.attempts(CHIEF) == 2, job.tail()
+    assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), job.tail()
+    assert re.search(rf"kill drill: {CHIEF} exited \d+ [\d.]+s after", job.output), job.tail()
+    return job
+
+
+@pytest.fixture(scope="session")
+def uninterrupted_2_replicas(tiny_bert, csv_data, vertex_project, tmp_path_factory):
+    """The SIGTERM drill's job on 2 replicas, never stopped."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    args = sigterm_drill_args(tiny_bert, csv_data)
+    return _emulated_job(folder, ["--replicas=2"], args, vertex_project)

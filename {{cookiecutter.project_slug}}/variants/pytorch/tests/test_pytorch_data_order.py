@@ -15,7 +15,16 @@ import os
 
 import pytest
 import torch
-from conftest import MAX_SEQ_LENGTH, PROJECT, base_args, reviews, start, wait, write_csv
+from conftest import (
+    MAX_SEQ_LENGTH,
+    PROJECT,
+    base_args,
+    isolate,
+    reviews,
+    start,
+    wait,
+    write_csv,
+)
 from vertex_trainer_tools.testing import cluster_spec, free_ports, kill
 
 from trainer import training_order
@@ -175,18 +184,55 @@ def _steps_per_epoch(replicas: int, accumulation: int = 1) -> int:
     return -(-batches // accumulation)
 
 
+def _stop_step(replicas: int, accumulation: int) -> int:
+    """The resume tests' stop: right after the checkpoint of a step in the middle of epoch 2."""
+    per_epoch = _steps_per_epoch(replicas, accumulation)
+    return per_epoch + per_epoch // 2
+
+
+def _resume_args(replicas: int, accumulation: int) -> list[str]:
+    stop = _stop_step(replicas, accumulation)
+    return [f"--save-steps={stop}", f"--gradient-accumulation-steps={accumulation}"]
+
+
+# Both tests of 2 replicas that train with the default --group-by-length read one traced run:
+# every example once per epoch, and the uninterrupted reference of the resume on 2 replicas
+# (its checkpoint at the resume's stop step changes neither the order nor the weights).
+TWO_REPLICAS = pytest.mark.xdist_group("pytorch-data-order-2-replicas")
+
+
+@pytest.fixture(scope="module")
+def two_replicas_grouped(tiny_bert, odd_csv, tmp_path_factory):
+    """A traced, uninterrupted 2-epoch run on 2 replicas with the 2-replica resume's flags:
+    its folder holds the job's outputs and the trace of its steps."""
+    folder = tmp_path_factory.mktemp("two-replicas-grouped")
+    whole = folder / "whole"
+    argv = _args(tiny_bert, odd_csv, whole, "--group-by-length", *_resume_args(2, 1))
+    with pytest.MonkeyPatch.context() as patch:
+        isolate(patch, folder)
+        _run(argv, folder, "whole", replicas=2)
+    return whole
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
+@TWO_REPLICAS
 @pytest.mark.parametrize("grouping", ["--group-by-length", "--no-group-by-length"])
-def test_two_replicas_train_on_every_example_once_per_epoch(tiny_bert, odd_csv, tmp_path, grouping):
+def test_two_replicas_train_on_every_example_once_per_epoch(
+    tiny_bert, odd_csv, tmp_path, grouping, request
+):
     """Every row once per epoch; the last step is filled up with at most global batch - 1
     rows from the start of the epoch's order (accelerate's even batches), never more."""
     ids = _example_ids(tiny_bert, odd_csv["train"])
-    _run(_args(tiny_bert, odd_csv, tmp_path / "job", grouping), tmp_path, "run", replicas=2)
+    if grouping == "--group-by-length":
+        trace_dir = request.getfixturevalue("two_replicas_grouped")
+    else:
+        _run(_args(tiny_bert, odd_csv, tmp_path / "job", grouping), tmp_path, "run", replicas=2)
+        trace_dir = tmp_path / "run"
     per_epoch = _steps_per_epoch(2)
     padding = per_epoch * BATCH_SIZE * 2 - TRAIN_ROWS
     assert 0 < padding < BATCH_SIZE * 2
-    trace = _trace(tmp_path / "run")
+    trace = _trace(trace_dir)
     assert sorted(trace) == list(range(EPOCHS * per_epoch))
     for epoch in range(EPOCHS):
         rows = [ids[tokens] for s in range(per_epoch) for tokens in trace[epoch * per_epoch + s]]
@@ -200,11 +246,11 @@ def test_two_replicas_train_on_every_example_once_per_epoch(tiny_bert, odd_csv, 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("replicas", "accumulation"),
-    [(1, 1), pytest.param(2, 1, marks=pytest.mark.distributed), (1, 3)],
+    [(1, 1), pytest.param(2, 1, marks=[pytest.mark.distributed, TWO_REPLICAS]), (1, 3)],
     ids=["1-replica", "2-replicas", "1-replica-accumulating-3"],
 )
 def test_resumed_mid_epoch_ends_with_the_same_weights(
-    tiny_bert, odd_csv, tmp_path, replicas, accumulation
+    tiny_bert, odd_csv, tmp_path, replicas, accumulation, request
 ):
     """Stopped right after a checkpoint in the middle of epoch 2, rerun: the rerun trains the
     rest of epoch 2 on the same batches, and the final weights are bitwise those of a run that
@@ -215,11 +261,14 @@ def test_resumed_mid_epoch_ends_with_the_same_weights(
     from safetensors.torch import load_file
 
     per_epoch = _steps_per_epoch(replicas, accumulation)
-    stop = per_epoch + per_epoch // 2  # mid-epoch 2
+    stop = _stop_step(replicas, accumulation)
     assert per_epoch < stop < EPOCHS * per_epoch
-    save = [f"--save-steps={stop}", f"--gradient-accumulation-steps={accumulation}"]
-    whole = tmp_path / "whole"
-    _run(_args(tiny_bert, odd_csv, whole, *save), tmp_path, "whole", replicas)
+    save = _resume_args(replicas, accumulation)
+    if replicas == 2:  # the run never stopped, with the same flags: shared
+        whole = request.getfixturevalue("two_replicas_grouped")
+    else:
+        whole = tmp_path / "whole"
+        _run(_args(tiny_bert, odd_csv, whole, *save), tmp_path, "whole", replicas)
     job = tmp_path / "job"
     argv = _args(tiny_bert, odd_csv, job, *save)
     _run(argv, tmp_path, "stopped", replicas, STOP_AFTER_CHECKPOINT=str(stop))
@@ -228,7 +277,7 @@ def test_resumed_mid_epoch_ends_with_the_same_weights(
     assert f"Resuming from checkpoint-{stop}" in logs[0]
     assert f"Training from global step {stop} to {EPOCHS * per_epoch}" in logs[0]
 
-    reference, resumed = _trace(tmp_path / "whole"), _trace(tmp_path / "resumed")
+    reference, resumed = _trace(whole), _trace(tmp_path / "resumed")
     assert min(resumed) == stop
     global_batch = BATCH_SIZE * replicas * accumulation
     assert len(reference[0]) == min(global_batch, TRAIN_ROWS), "a step is accumulation batches"

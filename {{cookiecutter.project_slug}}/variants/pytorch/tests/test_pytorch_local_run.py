@@ -11,15 +11,23 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PROJECT, base_args
+from conftest import DRILL_STEPS, PROJECT, TWO_REPLICA_JOBS, base_args
 from vertex_trainer_tools.testing import run_local_job
 
 from trainer import checkpoints
+from trainer.preemption import DRILL_STEP_SECONDS_ENV
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 # 256 training rows / (2 processes x 16 per batch) = 8 steps per epoch.
 STEPS_PER_EPOCH = 8
+# The kill drill's job: 2 replicas, 2 epochs, a checkpoint every 4 steps (the first mid-epoch).
+EPOCHS = 2
+STEPS = EPOCHS * STEPS_PER_EPOCH
+SAVE_STEPS = 4
+# The kill drill's steps take at least 0.1 s: a dozen steps after the first checkpoint leave the
+# drill's signal time to land before the last step on a fast machine.
+DRILL_ENV = {DRILL_STEP_SECONDS_ENV: "0.1"}
 
 
 def trainer_args(tiny_bert, csv_data, epochs, *extra):
@@ -77,8 +85,14 @@ def test_make_train_local_replicas_2_with_its_defaults(tmp_path):
     assert "\x1b[" not in job.output
 
 
-def test_two_replicas_train_and_only_the_chief_exports(tiny_bert, csv_data, tmp_path, local_job):
-    job = local_job(tmp_path / "out", trainer_args(tiny_bert, csv_data, 2), replicas=2)
+def drill_args(tiny_bert, csv_data):
+    return trainer_args(tiny_bert, csv_data, EPOCHS, f"--save-steps={SAVE_STEPS}")
+
+
+@TWO_REPLICA_JOBS
+def test_two_replicas_train_and_only_the_chief_exports(uninterrupted_2_replicas):
+    """The SIGTERM drill's job never stopped (conftest.py): 5 steps, evaluated at the end."""
+    job = uninterrupted_2_replicas
     print(f"pytorch REPLICAS=2 local run: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
     assert any("Processes: 2" in line for line in job.lines("workerpool0-0"))
@@ -87,13 +101,12 @@ def test_two_replicas_train_and_only_the_chief_exports(tiny_bert, csv_data, tmp_
         assert launch and f"--node-rank={rank}" in launch[0], job.tail()
 
     # Only rank 0 reports and exports.
-    assert job.reported_steps("workerpool0-0") == [STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH]
+    assert job.reported_steps("workerpool0-0") == [DRILL_STEPS]
     assert not job.metrics_file("workerpool1-0").exists()
     assert (job.output_dir / "model" / "model.safetensors").is_file()
     assert any("Model exported to" in line for line in job.lines("workerpool0-0"))
     assert not any("Model exported to" in line for line in job.lines("workerpool1-0"))
-    step = 2 * STEPS_PER_EPOCH
-    assert final_state(job.output_dir) == (step, step, 2.0)
+    assert final_state(job.output_dir) == (DRILL_STEPS, DRILL_STEPS, DRILL_STEPS / STEPS_PER_EPOCH)
     # Each rank's RNG state is in the checkpoint, not only those of the chief's node.
     latest = checkpoints.latest_complete(str(job.output_dir / "checkpoints"))
     assert {"rng_state_0.pth", "rng_state_1.pth"} <= set(checkpoints.listed_files(latest))
@@ -102,12 +115,11 @@ def test_two_replicas_train_and_only_the_chief_exports(tiny_bert, csv_data, tmp_
 def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
     tiny_bert, csv_data, tmp_path, kill_and_resume
 ):
-    epochs, steps = 3, 3 * STEPS_PER_EPOCH
     # A whole-job restart on fresh ports: rerunning only the chief also works, but the other
     # replica's torchrun agent may then reach the new chief's rendezvous store on the same
     # address before it exits, which can leave the static rendezvous waiting.
-    args = trainer_args(tiny_bert, csv_data, epochs, "--save-steps=4")
-    job = kill_and_resume(tmp_path / "out", args, replicas=2, restart_job=True)
+    args = drill_args(tiny_bert, csv_data)
+    job = kill_and_resume(tmp_path / "out", args, replicas=2, restart_job=True, env=DRILL_ENV)
     print(f"pytorch REPLICAS=2 kill drill: {job.seconds:.1f} s")
     assert "kill drill: SIGKILL to workerpool0-0 after checkpoint-" in job.output
     assert job.attempts("workerpool1-0") == 2
@@ -124,10 +136,11 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
         assert found, f"{name} did not resume:\n" + "\n".join(job.lines(name, attempt=last))
         restored[name] = int(found[0].group(2))
     assert restored["workerpool0-0"] == restored["workerpool1-0"]
-    assert 4 <= restored["workerpool0-0"] < steps and restored["workerpool0-0"] % 4 == 0
+    restored_step = restored["workerpool0-0"]
+    assert SAVE_STEPS <= restored_step < STEPS and restored_step % SAVE_STEPS == 0
     # ... and the final state equals an uninterrupted run's: same steps, same epochs.
-    assert final_state(job.output_dir) == (steps, steps, float(epochs))
-    assert job.reported_steps("workerpool0-0")[-1] == steps
+    assert final_state(job.output_dir) == (STEPS, STEPS, float(EPOCHS))
+    assert job.reported_steps("workerpool0-0")[-1] == STEPS
     assert (job.output_dir / "model" / "model.safetensors").is_file()
 
 
@@ -144,14 +157,14 @@ def test_a_reduction_server_in_pool_2_is_no_rank(
     assert (job.output_dir / "model" / "model.safetensors").is_file()
 
 
+@TWO_REPLICA_JOBS
 def test_sigterm_drill_saves_an_agreed_step_and_ends_with_uninterrupted_weights(
-    tiny_bert, csv_data, tmp_path, kill_and_resume, local_job
+    sigterm_drill_2_replicas, uninterrupted_2_replicas
 ):
+    """The SIGTERM drill at 2.5 s a step of test_pytorch_notice_drills.py (conftest.py)."""
     from safetensors.torch import load_file
 
-    epochs, steps = 3, 3 * STEPS_PER_EPOCH
-    args = trainer_args(tiny_bert, csv_data, epochs, "--save-steps=4")
-    job = kill_and_resume(tmp_path / "out", args, replicas=2, restart_job=True, signal="TERM")
+    job = sigterm_drill_2_replicas
     print(f"pytorch REPLICAS=2 SIGTERM drill: {job.seconds:.1f} s")
     # torchrun forwarded the SIGTERM; both ranks saved the same step, and only then exited.
     saved = re.findall(r"notice: saved checkpoint-(\d+), exiting", job.output)
@@ -159,10 +172,10 @@ def test_sigterm_drill_saves_an_agreed_step_and_ends_with_uninterrupted_weights(
     step = int(saved[0])
     assert any("another replica" in line for line in job.lines("workerpool1-0", attempt=1))
     assert any(f"global step {step})" in line for line in job.lines(attempt=2)), job.tail()
-    assert final_state(job.output_dir) == (steps, steps, float(epochs))
-    # The rerun lost no step and ends with the weights of a run that was never stopped.
-    whole = local_job(tmp_path / "whole", args, replicas=2)
+    whole = uninterrupted_2_replicas
     assert whole.returncode == 0, whole.tail()
+    assert final_state(job.output_dir) == final_state(whole.output_dir)
+    # The rerun lost no step and ends with the weights of a run that was never stopped.
     expected, weights = (
         load_file(str(d / "model" / "model.safetensors"))
         for d in (whole.output_dir, job.output_dir)

@@ -114,6 +114,7 @@ def _sigterm_twice():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("pytorch-notice-uninterrupted")  # one worker, one uninterrupted run
 @pytest.mark.parametrize("moment", ["evaluation", "checkpoint write"])
 def test_a_notice_saves_a_complete_step_and_the_rerun_ends_as_if_never_stopped(
     moment, tiny_bert, csv_data, tmp_path, monkeypatch, uninterrupted

@@ -11,7 +11,16 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import base_args, reviews, write_csv
+from conftest import (
+    DRILL_STEP_SECONDS,
+    DRILL_STEPS,
+    GRACE,
+    TWO_REPLICA_JOBS,
+    drill_args,
+    reviews,
+    sigterm_drill_args,
+    write_csv,
+)
 
 from trainer import checkpoints
 from trainer.preemption import DRILL_STEP_SECONDS_ENV
@@ -19,12 +28,6 @@ from trainer.preemption import DRILL_STEP_SECONDS_ENV
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 CHIEF = "workerpool0-0"
-GRACE = 30.0  # Compute Engine stops a preempted VM about 30 s after its SIGTERM
-
-
-def trainer_args(tiny_bert, csv_data, *extra):
-    args = [a for a in base_args(tiny_bert, csv_data, "") if not a.startswith("--job-dir")]
-    return [*args, "--checkpoint-minutes=0", *extra]
 
 
 def seconds_to_exit(job, what: str) -> tuple[int, float]:
@@ -43,23 +46,26 @@ def one_number(pattern: str, lines: list[str]) -> int:
     return found[0]
 
 
-@pytest.mark.parametrize("replicas", [1, 2])
+@pytest.mark.parametrize("replicas", [1, pytest.param(2, marks=TWO_REPLICA_JOBS)])
 def test_a_notice_in_the_first_steps_of_an_attempt_at_2_5_s_steps_loses_no_step(
-    replicas, tiny_bert, csv_data, tmp_path, kill_and_resume
+    replicas, tiny_bert, csv_data, tmp_path, kill_and_resume, request
 ):
     """SIGTERM at step 2 or 3 of 5, at 2.5 s a step: every rank saves that step or the next
-    (not step 21, as when the ranks first agreed after 20 steps) and the rerun starts there."""
-    steps = 5
-    args = trainer_args(tiny_bert, csv_data, f"--max-steps={steps}", "--save-steps=1")
-    job = kill_and_resume(
-        tmp_path / "out",
-        args,
-        replicas=replicas,
-        restart_job=True,
-        signal="TERM",
-        grace=GRACE,
-        env={DRILL_STEP_SECONDS_ENV: "2.5"},
-    )
+    (not step 21, as when the ranks first agreed after 20 steps) and the rerun starts there.
+    The drill on 2 replicas is shared with test_pytorch_local_run.py (conftest.py)."""
+    steps = DRILL_STEPS
+    if replicas == 2:
+        job = request.getfixturevalue("sigterm_drill_2_replicas")
+    else:
+        job = kill_and_resume(
+            tmp_path / "out",
+            sigterm_drill_args(tiny_bert, csv_data),
+            replicas=replicas,
+            restart_job=True,
+            signal="TERM",
+            grace=GRACE,
+            env={DRILL_STEP_SECONDS_ENV: DRILL_STEP_SECONDS},
+        )
     code, _ = seconds_to_exit(job, f"REPLICAS={replicas} notice at 2.5 s a step")
     assert code == 143, job.tail()
     first = job.lines(CHIEF, attempt=1)
@@ -83,9 +89,7 @@ def test_a_notice_after_the_last_step_finishes_the_export_and_exits_0_on_2_repli
     both fit in the grace period, so every replica (and torchrun's agent) exits 0, no rerun."""
     # A longer evaluation set keeps the chief busy for a few seconds after its last step.
     eval_csv = write_csv(tmp_path / "eval.csv", reviews(3000, seed=3))
-    args = trainer_args(
-        tiny_bert, {**csv_data, "eval": eval_csv}, "--max-steps=4", "--save-steps=2"
-    )
+    args = drill_args(tiny_bert, {**csv_data, "eval": eval_csv}, "--max-steps=4", "--save-steps=2")
     drill = ["--kill-after=checkpoint:2", f"--kill-replica={CHIEF}", "--kill-signal=TERM"]
     drill += [f"--kill-grace={GRACE:g}", "--restart-job-on-worker-restart"]
     job = local_job(tmp_path / "out", args, replicas=2, runner_args=drill)
@@ -105,7 +109,7 @@ def test_a_worker_whose_chief_is_gone_exits_by_itself_within_the_grace_period(
     """The chief's VM is gone (SIGKILL) and only the chief is rerun (no
     restart_job_on_worker_restart): nothing signals the worker, which must see that its chief
     is gone and exit within the grace period, so that it is rerun and joins the new chief."""
-    args = trainer_args(tiny_bert, csv_data, "--max-steps=6", "--save-steps=2")
+    args = drill_args(tiny_bert, csv_data, "--max-steps=6", "--save-steps=2")
     job = kill_and_resume(
         tmp_path / "out",
         args,

@@ -160,18 +160,20 @@ import json, sys
 import torch.distributed as dist
 from trainer import resume
 dist.init_process_group("gloo")
-step, found = resume.agreed_checkpoint(sys.argv[1])
-print(json.dumps({"step": step, "path": found and found.path}))
+for root in sys.argv[1:]:
+    step, found = resume.agreed_checkpoint(root)
+    print(json.dumps({"step": step, "path": found and found.path}))
 dist.destroy_process_group()
 """
 
 
-def _agree(roots) -> list[dict]:
-    """What ``resume.agreed_checkpoint`` returns on each of two gloo ranks, one root each."""
+def _agree(*cases) -> list[list[dict]]:
+    """What ``resume.agreed_checkpoint`` returns on each of two gloo ranks, one root each, for
+    each case (a pair of roots): both processes, started once, answer every case in turn."""
     port = str(free_port())
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", AGREE, str(root)],
+            [sys.executable, "-c", AGREE, *(str(roots[rank]) for roots in cases)],
             cwd=PROJECT,
             env=trainer_env(
                 RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=port
@@ -180,14 +182,14 @@ def _agree(roots) -> list[dict]:
             stderr=subprocess.PIPE,
             text=True,
         )
-        for rank, root in enumerate(roots)
+        for rank in range(2)
     ]
-    results = []
+    answers = []
     for process in processes:
         out, err = process.communicate(timeout=120)
         assert process.returncode == 0, err[-3000:]
-        results.append(json.loads(out.strip().splitlines()[-1]))
-    return results
+        answers.append([json.loads(line) for line in out.strip().splitlines()[-len(cases) :]])
+    return [[answers[rank][case] for rank in range(2)] for case in range(len(cases))]
 
 
 @pytest.mark.slow
@@ -202,10 +204,10 @@ def test_nodes_agree_on_one_checkpoint_when_their_newest_differ(tmp_path):
                 checkpoints.mark_complete(folder, step)
     os.makedirs(empty)
 
-    results = _agree([node0, node1])
+    results, without_one = _agree([node0, node1], [node0, empty])
     assert [r["step"] for r in results] == [4, 4]
     assert results[0]["path"] == str(node0 / "checkpoint-4")
     assert results[1]["path"] == str(node1 / "checkpoint-4")
 
     # A node with no usable checkpoint at all: every node starts afresh.
-    assert [r["step"] for r in _agree([node0, empty])] == [-1, -1]
+    assert [r["step"] for r in without_one] == [-1, -1]

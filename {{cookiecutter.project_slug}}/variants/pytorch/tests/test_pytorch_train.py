@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import MAX_SEQ_LENGTH, PROJECT, base_args, start, wait, write_csv
+from conftest import MAX_SEQ_LENGTH, PROJECT, SMOKE_JOB, base_args, write_csv
 from vertex_trainer_tools.testing import read_metrics
 
 from trainer import data, predict, task
@@ -210,12 +210,12 @@ def test_last_reported_value_is_the_exported_models_accuracy(tiny_bert, tmp_path
 
 
 @pytest.mark.slow
-def test_default_logs_have_no_colour_codes_or_load_report_table(smoke_args, tmp_path):
-    """Cloud Logging makes an entry of each line and shows escape codes raw."""
-    log_path = tmp_path / "run.log"
-    process = start([*smoke_args, f"--job-dir={tmp_path / 'job'}"], log_path)
-    assert wait(process, timeout=180) == 0, log_path.read_text()[-3000:]
-    log = log_path.read_text()
+@SMOKE_JOB
+def test_default_logs_have_no_colour_codes_or_load_report_table(smoke_job):
+    """Cloud Logging makes an entry of each line and shows escape codes raw. The replica's log
+    of the smoke run through the local emulator, shared (conftest.py)."""
+    assert smoke_job.returncode == 0, smoke_job.tail()
+    log = "\n".join(smoke_job.lines())
     assert "\x1b" not in log
     assert "LOAD REPORT" not in log and "MISSING" not in log
     assert "new, randomly initialised: classifier" in log

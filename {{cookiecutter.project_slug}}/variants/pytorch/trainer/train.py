@@ -23,18 +23,7 @@ import torch.distributed as dist
 from transformers import TrainingArguments, set_seed
 from transformers.utils import logging as hf_logging
 
-from trainer import (
-    batches,
-    cli,
-    data,
-    distributed,
-    preemption,
-    preemption_hook,
-    reporting,
-    resume,
-    throughput,
-    tracking,
-)
+from trainer import cli, data, distributed, preemption
 from trainer import model as models
 from trainer.context import RunContext
 from trainer.metric import METRIC
@@ -196,6 +185,10 @@ def _argmax(logits, labels):
 
 
 def _train(args, ctx: RunContext, work_dir: str) -> int:
+    # Imported here, not at the top: they import transformers' Trainer (seconds), which a
+    # replica that only launches torchrun workers never uses; each of its starts is shorter.
+    from trainer import batches, preemption_hook, reporting, resume, throughput, tracking
+
     # SIGTERM (a preemption; torchrun's agent forwards it): save at an agreed step, exit. Until
     # training starts there is nothing to save and SIGTERM ends the process at once, also when
     # it waits in a collective or on torchrun's store for a peer that is gone. The handler is
