@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,18 @@ def pytest_collection_modifyitems(config, items):
         return len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: each file's own order is kept
+
+
+def pytest_configure(config):
+    """pytest-xdist 3.8 keeps an ``xdist_group`` on one worker by adding ``@<group>`` to each
+    test's id, which pytest 9.2 ignores: the image tests then spread over both workers and each
+    builds every image again. Refuse that pair at the start rather than run twice as long."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
+    xdist = tuple(int(part) for part in version("pytest-xdist").split(".")[:2])
+    if pytest.version_tuple[:2] >= (9, 2) and xdist <= (3, 8):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} with pytest-xdist {version('pytest-xdist')}: "
+            "--dist loadgroup would not keep tests/test_images.py on one worker; "
+            "install requirements-dev.txt (pytest<9.2)"
+        )
