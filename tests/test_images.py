@@ -335,6 +335,9 @@ def test_image_trains_reports_and_resumes_after_docker_kill(image, tmp_path):
 
 # XGBoost's cluster: long enough that a checkpoint is complete before the job ends.
 CLUSTER_ARGS = "--num-boost-round=600 --checkpoint-rounds=10"
+# At 1 s a round (the drills' hook): a checkpoint every 2 rounds, the last at the last round.
+SLOW_ROUNDS, SLOW_CHECKPOINT_ROUNDS = 8, 2
+SLOW_CLUSTER_ARGS = f"--num-boost-round={SLOW_ROUNDS} --checkpoint-rounds={SLOW_CHECKPOINT_ROUNDS}"
 
 
 @pytest.fixture
@@ -385,15 +388,19 @@ def last_metric(folder: Path, metric: str) -> float:
 
 
 @pytest.mark.parametrize("image", ["xgboost"], indirect=True)
-def test_xgboost_cluster_of_containers_and_its_kill_drills(default_image):
-    """``make train-local IMAGE=1 REPLICAS=2``: chief and worker containers train together
-    through the collective; then the drill ``docker kill``s the chief once a checkpoint is
-    complete (SIGKILL, then SIGTERM), the job restarts and ends with the uninterrupted job's
-    model."""
+def test_xgboost_containers_at_1_s_rounds_lose_no_round_to_a_kill_or_a_notice(default_image):
+    """``make train-local IMAGE=1 REPLICAS=2`` at 1 s a round: chief and worker containers train
+    together through the collective; a ``docker kill`` of the chief once a checkpoint is
+    complete, then a notice (SIGTERM to the chief only) there, each end, after the job's restart,
+    with the uninterrupted job's model (the notice's job resumes from the round it saved, not
+    from the checkpoint before it); a notice once the last checkpoint is complete ends the job
+    with exit 0 and no rerun."""
     project, config = default_image
+    with_job_env(config, VERTEX_TRAINER_DRILL_STEP_SECONDS=DRILL_STEP_SECONDS)
     metric = yaml.safe_load(config.read_text())["hpt"]["metric"]["id"]
     jobs = project / "outputs/local"
-    whole = train_local(project, config, "REPLICAS=2")
+    args = SLOW_CLUSTER_ARGS
+    whole = train_local(project, config, "REPLICAS=2", args=args)
     folder = (jobs / "latest").resolve()
     assert "Joined the XGBoost collective as rank 0 of 2" in whole, whole[-6000:]
     assert re.search(r"^workerpool1-0 \| .*collective as rank 1 of 2", whole, re.M), whole
@@ -404,32 +411,46 @@ def test_xgboost_cluster_of_containers_and_its_kill_drills(default_image):
     expected = last_metric(folder, metric)
     assert not left_behind(whole), "containers or networks left behind"
 
-    drilled = train_local(project, config, "REPLICAS=2", "KILL_AFTER=checkpoint")
+    drilled = train_local(project, config, "REPLICAS=2", "KILL_AFTER=checkpoint", args=args)
     folder = (jobs / "latest").resolve()
     assert "kill drill: SIGKILL to workerpool0-0" in drilled, drilled[-6000:]
     assert re.search(r"workerpool0-0 \| .*Resuming from", drilled), drilled[-6000:]
     assert re.search(r"workerpool0-0 +attempts 2 +exit 0 +killed by the drill", drilled)
-    assert "Trained 600 rounds (model: 600)" in drilled
+    assert f"Trained {SLOW_ROUNDS} rounds (model: {SLOW_ROUNDS})" in drilled
     assert last_metric(folder, metric) == expected, "the resumed job ended with another model"
     assert not left_behind(drilled), "containers or networks left behind"
 
     # Compute Engine's preemption: `docker kill --signal=TERM` to the chief's container only,
     # SIGKILL 30 s later. Both replicas stop after the same round (the worker learns of it in
     # the collective), the chief saves it and exits 143, and the rerun loses no round.
-    noticed = train_local(
-        project, config, "REPLICAS=2", "KILL_AFTER=checkpoint", "KILL_SIGNAL=TERM"
-    )
+    term = ["REPLICAS=2", "KILL_SIGNAL=TERM", "RESTART_JOB=1"]
+    noticed = train_local(project, config, *term, "KILL_AFTER=checkpoint", args=args)
     folder = (jobs / "latest").resolve()
-    assert "kill drill: SIGTERM to workerpool0-0" in noticed, noticed[-6000:]
+    code, _ = seconds_to_exit(
+        noticed, "xgboost", "notice after the first checkpoint at 1 s a round"
+    )
+    assert code == 143, noticed[-6000:]
     # The notice's checkpoint is the newest named (a regular one may complete beside it).
     saved = re.search(
         r"kill drill: (?:checkpoint-\d+, )*checkpoint-(\d+) complete [\d.]+s after SIGTERM", noticed
     )
-    assert saved and "kill drill: workerpool0-0 exited 143" in noticed, noticed[-6000:]
+    assert saved, noticed[-6000:]
+    # Sent once checkpoint-2 was complete: the round then in progress (or the next) is saved.
+    assert SLOW_CHECKPOINT_ROUNDS < int(saved[1]) < SLOW_ROUNDS, noticed[-6000:]
     assert re.search(rf"^workerpool1-0 \| .*saved checkpoint-{saved[1]}, exiting", noticed, re.M)
     assert re.search(rf"workerpool0-0 \| .*checkpoint-{saved[1]}: {saved[1]} rounds done", noticed)
     assert last_metric(folder, metric) == expected, "the resumed job ended with another model"
     assert not left_behind(noticed), "containers or networks left behind"
+
+    last = f"KILL_AFTER=checkpoint:{SLOW_ROUNDS // SLOW_CHECKPOINT_ROUNDS}"
+    finished = train_local(project, config, *term, last, args=args)
+    code, _ = seconds_to_exit(finished, "xgboost", "notice after the last round")
+    assert code == 0, finished[-6000:]
+    assert re.search(r"workerpool0-0 +attempts 1 +exit 0", finished), finished[-6000:]
+    folder = (jobs / "latest").resolve()
+    assert last_metric(folder, metric) == expected, finished[-4000:]
+    assert (folder / "model/model.bst").is_file(), finished[-4000:]
+    assert not left_behind(finished), "containers or networks left behind"
 
 
 # Two replicas that train for a while after the first checkpoint, so the notice lands mid-run.
@@ -479,12 +500,12 @@ def with_job_env(config: Path, **env: str) -> None:
     config.write_text(yaml.safe_dump(loaded))
 
 
-def seconds_to_exit(output: str, what: str) -> tuple[int, float]:
+def seconds_to_exit(output: str, framework: str, what: str) -> tuple[int, float]:
     """(exit code, seconds) of the chief after the drill's SIGTERM; printed for the record."""
     found = re.search(r"kill drill: workerpool0-0 exited (-?\d+) ([\d.]+)s after SIGTERM", output)
     assert found, output[-6000:]
     code, seconds = int(found.group(1)), float(found.group(2))
-    print(f"\npytorch containers, {what}: exit {code} {seconds:.1f} s after SIGTERM")
+    print(f"\n{framework} containers, {what}: exit {code} {seconds:.1f} s after SIGTERM")
     assert seconds < GRACE, output[-6000:]
     return code, seconds
 
@@ -507,7 +528,7 @@ def test_pytorch_containers_at_1_s_steps_lose_no_step_to_a_notice_and_finish_aft
     args = args.replace("--max-eval-samples=64", "--max-eval-samples=256")
     drill = ["REPLICAS=2", "KILL_SIGNAL=TERM", "RESTART_JOB=1"]
     noticed = train_local(project, config, *drill, "KILL_AFTER=checkpoint", args=args)
-    code, _ = seconds_to_exit(noticed, "notice after the first checkpoint at 1 s a step")
+    code, _ = seconds_to_exit(noticed, "pytorch", "notice after the first checkpoint at 1 s a step")
     assert code == 143, noticed[-6000:]
     running = int(re.search(r"workerpool0-0 \| .*SIGTERM came during step (\d+)", noticed)[1])
     saved = re.findall(
@@ -522,7 +543,7 @@ def test_pytorch_containers_at_1_s_steps_lose_no_step_to_a_notice_and_finish_aft
     assert not left_behind(noticed), "containers or networks left behind"
 
     finished = train_local(project, config, *drill, "KILL_AFTER=checkpoint:4", args=args)
-    code, _ = seconds_to_exit(finished, "notice after the last step")
+    code, _ = seconds_to_exit(finished, "pytorch", "notice after the last step")
     assert code == 0, finished[-6000:]
     assert re.search(r"workerpool0-0 +attempts 1 +exit 0", finished), finished[-6000:]
     folder = (project / "outputs/local/latest").resolve()
