@@ -123,7 +123,7 @@ def _save_then_stop(self, epochs_done, steps_into_epoch=0):
 resume.TrainingState.save = _save_then_stop
 '''
 
-EXAMPLES, BATCH, EPOCHS = 501, 8, 3
+EXAMPLES, BATCH, EPOCHS = 501, 8, 2  # stopped in epoch 2, the last: resumed, it ends it
 
 
 def _run_job(tmp_path, name: str, replicas: int, argv: list[str], stop: int | None = None):
