@@ -20,9 +20,6 @@ from vertex_trainer_tools.testing import read_metrics
 
 from trainer.metric import METRIC
 
-# One worker runs this module (make test-all: --dist loadgroup): its runs are trained once.
-pytestmark = pytest.mark.xdist_group("keras-eval")
-
 CLASSES = ("amber", "blue", "cyan")
 SIZE = 16
 EVAL_IMAGES = 51  # odd, and no batch size used here divides it

@@ -14,13 +14,9 @@ from vertex_trainer_tools.testing import is_vertex_variable, run_local_job, with
 
 from trainer import checkpoints
 
-# One worker runs this module's tests (make test-all: --dist loadgroup), so that the
+# One worker runs this module's tests (make test and test-all: --dist loadfile), so that the
 # uninterrupted job below is run once for the tests that read it.
-pytestmark = [
-    pytest.mark.distributed,
-    pytest.mark.slow,
-    pytest.mark.xdist_group("keras-local-run"),
-]
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 EPOCHS, STEPS = 3, 20
 ARGS = [*TINY, "--batch-size=8", f"--epochs={EPOCHS}", f"--steps-per-epoch={STEPS}"]
