@@ -9,10 +9,13 @@ import re
 
 import pytest
 import tensorflow as tf
-from conftest import TINY
+from conftest import PROJECT, TINY
+from vertex_trainer_tools.testing import is_vertex_variable, run_local_job, with_reduction_server
 
 from trainer import checkpoints
 
+# One worker runs this module's tests (make test and test-all: --dist loadfile), so that the
+# uninterrupted job below is run once for the tests that read it.
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 EPOCHS, STEPS = 3, 20
@@ -33,8 +36,28 @@ def assert_chief_model(model_dir):
     assert outputs["probabilities"].shape == (2, 4)
 
 
-def test_two_replicas_train_and_only_the_chief_exports(tmp_path, local_job):
-    job = local_job(tmp_path / "out", ARGS, replicas=2)
+# make test-all (--dist loadgroup): the tests that read the shared job run on one worker.
+SHARES_THE_UNINTERRUPTED_JOB = pytest.mark.xdist_group("keras-uninterrupted-2-replica-job")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_job(tmp_path_factory):
+    """The 2-replica job of ARGS, never stopped, in a vertex.yaml with a Reduction Server in
+    pool 2 (its 2 replicas idle): what the export and Reduction Server tests check and the
+    SIGTERM drill's final weights must equal. Run once for the three (each trainer start
+    costs seconds)."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    config = with_reduction_server(PROJECT / "vertex.yaml", folder / "vertex.yaml")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [name for name in os.environ if is_vertex_variable(name)]:
+            patch.delenv(name)
+        runner_args = ["--replicas=2", f"--config={config}"]
+        return run_local_job(folder / "out", runner_args, ARGS, timeout=600, project=PROJECT)
+
+
+@SHARES_THE_UNINTERRUPTED_JOB
+def test_two_replicas_train_and_only_the_chief_exports(uninterrupted_job):
+    job = uninterrupted_job
     print(f"keras REPLICAS=2 local run: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
     chief, worker = job.lines("workerpool0-0"), job.lines("workerpool1-0")
@@ -53,18 +76,20 @@ def test_two_replicas_train_and_only_the_chief_exports(tmp_path, local_job):
     assert final_checkpoints(job.output_dir) == [(EPOCHS * STEPS, EPOCHS)] * 2
 
 
-# Loaded into every replica: markers take a second to write, as on a busy machine. The drill
-# must still fire only once a marker is whole (a kill while it was half-written once made the
-# rerun chief skip its checkpoint and train from scratch).
+# Loaded into every replica: the markers of the first checkpoint (the one the drill waits for)
+# take a second to write, as on a busy machine. The drill must still fire only once a marker is
+# whole (a kill while it was half-written once made the rerun chief skip its checkpoint and
+# train from scratch). Later markers are written at full speed: no claim is about them.
 SLOW_MARKERS = """
 import json, time
 _dump = json.dump
 def _slow_dump(obj, handle, *args, **kwargs):
-    if "COMPLETE" in getattr(handle, "name", ""):
+    name = getattr(handle, "name", "")
+    if "COMPLETE" in name and "checkpoint-{STEPS}/" in name:
         time.sleep(1)
     return _dump(obj, handle, *args, **kwargs)
 json.dump = _slow_dump
-"""
+""".replace("{STEPS}", str(STEPS))
 
 
 def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path, kill_and_resume):
@@ -101,21 +126,20 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path, kill_a
     assert_chief_model(job.output_dir / "model")
 
 
-def test_a_reduction_server_in_pool_2_is_left_out_of_the_strategy(
-    tmp_path, local_job, reduction_server_config
-):
-    # vertex.yaml with job.reduction_server: TF_CONFIG lists its 2 (idle) replicas as "ps".
-    args = [*TINY, "--batch-size=8", "--epochs=1", "--steps-per-epoch=4"]
-    runner_args = [f"--config={reduction_server_config}"]
-    job = local_job(tmp_path / "out", args, replicas=2, runner_args=runner_args)
+@SHARES_THE_UNINTERRUPTED_JOB
+def test_a_reduction_server_in_pool_2_is_left_out_of_the_strategy(uninterrupted_job):
+    # vertex.yaml with job.reduction_server: TF_CONFIG lists its 2 (idle) replicas as "ps";
+    # the strategy still has the 2 training replicas (the export test above checks it).
+    job = uninterrupted_job
     assert job.returncode == 0, job.tail()
     assert any("Reduction Server: 2 replica(s)" in line for line in job.lines("workerpool1-0"))
     assert any("idle" in line for line in job.lines("workerpool2-1"))
     assert_chief_model(job.output_dir / "model")
 
 
+@SHARES_THE_UNINTERRUPTED_JOB
 def test_sigterm_drill_saves_an_agreed_batch_and_ends_with_uninterrupted_weights(
-    tmp_path, kill_and_resume, local_job
+    tmp_path, kill_and_resume, uninterrupted_job
 ):
     from test_keras_data_order import _final_weights
 
@@ -126,7 +150,7 @@ def test_sigterm_drill_saves_an_agreed_batch_and_ends_with_uninterrupted_weights
     assert len(saved) == 2 and len(set(saved)) == 1, job.tail()
     assert any(f"/checkpoint-{saved[0]} (step" in x for x in job.lines(attempt=2))
     assert final_checkpoints(job.output_dir) == [(EPOCHS * STEPS, EPOCHS)] * 2
-    whole = local_job(tmp_path / "whole", ARGS, replicas=2)
+    whole = uninterrupted_job
     assert whole.returncode == 0, whole.tail()
     weights, expected = (
         _final_weights(d / "checkpoints", "chief-0") for d in (job.output_dir, whole.output_dir)

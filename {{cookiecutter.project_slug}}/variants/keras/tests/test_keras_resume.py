@@ -77,22 +77,22 @@ def test_resumes_inside_an_epoch(tmp_path, metrics_file, caplog):
     """A timed checkpoint mid-epoch: the rerun trains only that epoch's remaining steps."""
     job = tmp_path / "job"
     root = job / "checkpoints"
-    argv = [*TINY, "--steps-per-epoch=10", f"--job-dir={job}"]
+    argv = [*TINY, "--steps-per-epoch=4", f"--job-dir={job}"]
     # --checkpoint-minutes this small saves after every step; the newest two are kept.
     assert train([*argv, "--epochs=1", "--checkpoint-minutes=0.000001"]) == 0
-    assert [c.step for c in checkpoints.list_checkpoints(str(root))] == [9, 10]
+    assert [c.step for c in checkpoints.list_checkpoints(str(root))] == [3, 4]
     assert checkpoints.latest_complete(str(root)).metadata()["epochs_done"] == 1
-    # As if the run died right after the timed save at step 9 of epoch 1.
-    (root / "checkpoint-10" / checkpoints.MARKER).unlink()
+    # As if the run died right after the timed save at step 3 of epoch 1.
+    (root / "checkpoint-4" / checkpoints.MARKER).unlink()
 
     caplog.set_level(logging.INFO)
     assert train([*argv, "--epochs=2"]) == 0
-    assert "(step 9, 0 epochs done) and 9 steps of epoch 1" in caplog.text
-    assert "Finishing epoch 1: 1 of its 10 steps remain" in caplog.text
+    assert "(step 3, 0 epochs done) and 3 steps of epoch 1" in caplog.text
+    assert "Finishing epoch 1: 1 of its 4 steps remain" in caplog.text
     assert reported_epochs(metrics_file) == [1, 2]
     # Exactly the steps of an uninterrupted 2-epoch run: none lost, none repeated.
     final = checkpoints.latest_complete(str(root))
-    assert (final.step, final.metadata()["epochs_done"]) == (20, 2)
+    assert (final.step, final.metadata()["epochs_done"]) == (8, 2)
 
 
 def checkpoint_learning_rate(checkpoint) -> float:
