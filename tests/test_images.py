@@ -453,9 +453,9 @@ def test_xgboost_containers_at_1_s_rounds_lose_no_round_to_a_kill_or_a_notice(de
     assert not left_behind(finished), "containers or networks left behind"
 
 
-# Two replicas that train for a while after the first checkpoint, so the notice lands mid-run.
+# Two replicas that train for a while after the first checkpoint, so the notice lands mid-run
+# (Keras: test_keras_containers_at_1_s_steps_..., at a real step time).
 NOTICE_ARGS = {
-    "keras": " ".join(VARIANTS["keras"]["args"]).replace("--epochs=6", "--epochs=3"),
     "pytorch": " ".join(VARIANTS["pytorch"]["args"]).replace("--epochs=2", "--epochs=4"),
 }
 
@@ -548,4 +548,57 @@ def test_pytorch_containers_at_1_s_steps_lose_no_step_to_a_notice_and_finish_aft
     assert re.search(r"workerpool0-0 +attempts 1 +exit 0", finished), finished[-6000:]
     folder = (project / "outputs/local/latest").resolve()
     assert (folder / "model/model.safetensors").is_file(), finished[-4000:]
+    assert not left_behind(finished), "containers or networks left behind"
+
+
+# Keras at 1 s a step: 3 epochs of 4 steps, every task publishing a checkpoint at each epoch end.
+KERAS_SLOW_EPOCHS, KERAS_SLOW_STEPS = 3, 4
+KERAS_SLOW_ARGS = (
+    " ".join(VARIANTS["keras"]["args"])
+    .replace("--epochs=6", f"--epochs={KERAS_SLOW_EPOCHS}")
+    .replace("--steps-per-epoch=150", f"--steps-per-epoch={KERAS_SLOW_STEPS}")
+)
+
+
+@pytest.mark.parametrize("image", ["keras"], indirect=True)
+def test_keras_containers_at_1_s_steps_lose_no_step_to_a_notice_and_finish_after_the_last(
+    default_image, image
+):
+    """Two workers' containers at 1 s a step (``make train-local IMAGE=1 REPLICAS=2``): a notice
+    to the chief only, once the first epoch's checkpoint is published, makes both tasks save the
+    same step after it (the worker learns of it from the chief), the chief exits 143 within the
+    grace period and the rerun resumes from that step (no step lost); a notice once every task
+    published the last step's checkpoint (the final evaluation and export) ends the job with
+    exit 0 and no rerun."""
+    project, config = default_image
+    with_job_env(config, VERTEX_TRAINER_DRILL_STEP_SECONDS=DRILL_STEP_SECONDS)
+    args, last_step = KERAS_SLOW_ARGS, KERAS_SLOW_EPOCHS * KERAS_SLOW_STEPS
+    drill = ["REPLICAS=2", "KILL_SIGNAL=TERM", "RESTART_JOB=1"]
+    noticed = train_local(project, config, *drill, "KILL_AFTER=checkpoint", args=args)
+    code, _ = seconds_to_exit(noticed, "keras", "notice after the first checkpoint at 1 s a step")
+    assert code == 143, noticed[-6000:]
+    assert not re.search(r"kill drill: \S+ still running", noticed), noticed[-6000:]
+    saved = dict(
+        re.findall(r"^(workerpool\d-0) \| .*notice: saved checkpoint-(\d+)", noticed, re.M)
+    )
+    assert set(saved) == {"workerpool0-0", "workerpool1-0"}, noticed[-6000:]
+    assert len(set(saved.values())) == 1, saved  # one step for both tasks
+    assert KERAS_SLOW_STEPS < int(saved["workerpool0-0"]) < last_step, noticed[-6000:]
+    assert re.search(r"^workerpool1-0 \| .*SIGTERM reached another replica", noticed, re.M)
+    resumed = rf"^workerpool0-0 \| .*Resumed from \S+ \(step {saved['workerpool0-0']},"
+    assert re.search(resumed, noticed, re.M), noticed[-6000:]
+    folder = (project / "outputs/local/latest").resolve()
+    assert list((folder / "model").rglob("saved_model.pb")), noticed[-4000:]
+    assert not left_behind(noticed), "containers or networks left behind"
+
+    last = f"KILL_AFTER=checkpoint:{KERAS_SLOW_EPOCHS}"  # a step counts once every task saved it
+    finished = train_local(project, config, *drill, last, args=args)
+    code, _ = seconds_to_exit(finished, "keras", "notice after the last step")
+    assert code == 0, finished[-6000:]
+    # The notice came once the last step's checkpoint was complete (during the export).
+    after_last = rf"SIGTERM to workerpool0-0 after .*checkpoint-{last_step} (?:was|were) saved"
+    assert re.search(after_last, finished), finished[-6000:]
+    assert re.search(r"workerpool0-0 +attempts 1 +exit 0", finished), finished[-6000:]
+    folder = (project / "outputs/local/latest").resolve()
+    assert list((folder / "model").rglob("saved_model.pb")), finished[-4000:]
     assert not left_behind(finished), "containers or networks left behind"
