@@ -93,7 +93,7 @@ def test_the_project_loader_accepts_valid_answers(tmp_path, answers):
 
 
 def test_google_cloud_naming_rules_are_not_repeated_in_the_pre_generation_hook():
-    # tools/config.py and tools/preflight.py are their one place (checked after rendering).
+    # The tools package's gcp_names.py is their one place (`vertex-tools check` applies them).
     assert error_of(region="moon-base1", gcp_project_id="google-x", image_name="Trainer") is None
 
 
