@@ -21,11 +21,14 @@ $(BIN)/cookiecutter: requirements-dev.txt vertex-trainer-tools/pyproject.toml
 
 venv: $(BIN)/cookiecutter ## create .venv with the template's tools
 
+# The demo installs the tools from this checkout, named on make's command line: the baked
+# project's own files name no path of this machine.
 demo: venv ## bake a $(FRAMEWORK) project into $(DEMO_DIR) (replaced each time) and train it locally
 	rm -rf $(DEMO_DIR)
 	$(BIN)/cookiecutter . --no-input --default-config -o $(DEMO_DIR) framework=$(FRAMEWORK)
 	cd $(DEMO) && $(PYTHON) -m venv .venv \
 		&& PIP_CONSTRAINT=$(CURDIR)/tests/constraints.txt $(MAKE) install PYTHON=.venv/bin/python \
+			TOOLS_SOURCE=$(CURDIR)/vertex-trainer-tools \
 		&& $(MAKE) train-local PYTHON=.venv/bin/python
 	@echo "Model exported to $(DEMO)/outputs/local/latest/model (latest: the newest job folder)"
 	@echo "Next, in the demo project with the venv the demo made (or add PYTHON=.venv/bin/python):"
