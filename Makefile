@@ -53,9 +53,10 @@ test-fast: venv ## the tools' suite and the template's, less the fresh-venv runs
 test-images: venv ## each variant's image built and trained in containers (needs Docker; root)
 	$(BIN)/python -m pytest -n 0 -m images tests
 
-lint: venv ## ruff on the template's own Python and the tools package
+lint: venv ## ruff on the template's own Python and the tools package; actionlint on its workflows
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
+	$(BIN)/actionlint
 
 bench: venv ## benchmarks of the generated trainers (QUICK=1: CI-sized); see bench/README.md
 	$(BIN)/python -m pip install -q -r bench/requirements.txt

