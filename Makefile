@@ -46,9 +46,9 @@ test: venv lint ## the whole suite: ruff, the tools package's tests, then bake e
 test-tools: venv ## the tools package's own suite (vertex-trainer-tools/tests)
 	$(BIN)/python -m pytest -n auto vertex-trainer-tools/tests
 
-test-fast: venv ## the tools' suite and the template's, less the fresh-venv runs and the image tests
+test-fast: venv ## the tools' suite and the template's, less the fresh-venv runs, the images and the index
 	$(BIN)/python -m pytest -n auto -p no:cacheprovider vertex-trainer-tools/tests
-	$(BIN)/python -m pytest -n auto -m "not generated and not images" tests
+	$(BIN)/python -m pytest -n auto -m "not generated and not images and not index" tests
 
 test-images: venv ## each variant's image built and trained in containers (needs Docker; root)
 	$(BIN)/python -m pytest -n 0 -m images tests
