@@ -22,8 +22,9 @@ from conftest import FRAMEWORKS, TEMPLATE, pip_env
 pytestmark = pytest.mark.index
 
 BACKTRACKING = "pip is looking at multiple versions"
-# "Downloading grpcio_status-1.62.3-py3-none-any.whl", "Using cached ...", "Processing /x/y.whl"
-FETCHED = re.compile(r"^\s*(?:Downloading|Using cached|Processing) (?:\S*/)?([A-Za-z0-9_.]+?)-\d")
+# "Downloading grpcio_status-1.62.3-py3-none-any.whl" or "Using cached ...": a release fetched
+# from the index (a local find-links file is "Processing", once for each package that needs it).
+FETCHED = re.compile(r"^\s*(?:Downloading|Using cached) (?:\S*/)?([A-Za-z0-9_.]+?)-\d")
 
 
 @pytest.fixture(scope="module")
