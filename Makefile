@@ -21,11 +21,14 @@ $(BIN)/cookiecutter: requirements-dev.txt vertex-trainer-tools/pyproject.toml
 
 venv: $(BIN)/cookiecutter ## create .venv with the template's tools
 
+# The demo installs the tools from this checkout, named on make's command line: the baked
+# project's own files name no path of this machine.
 demo: venv ## bake a $(FRAMEWORK) project into $(DEMO_DIR) (replaced each time) and train it locally
 	rm -rf $(DEMO_DIR)
 	$(BIN)/cookiecutter . --no-input --default-config -o $(DEMO_DIR) framework=$(FRAMEWORK)
 	cd $(DEMO) && $(PYTHON) -m venv .venv \
 		&& PIP_CONSTRAINT=$(CURDIR)/tests/constraints.txt $(MAKE) install PYTHON=.venv/bin/python \
+			TOOLS_SOURCE=$(CURDIR)/vertex-trainer-tools \
 		&& $(MAKE) train-local PYTHON=.venv/bin/python
 	@echo "Model exported to $(DEMO)/outputs/local/latest/model (latest: the newest job folder)"
 	@echo "Next, in the demo project with the venv the demo made (or add PYTHON=.venv/bin/python):"
@@ -43,16 +46,17 @@ test: venv lint ## the whole suite: ruff, the tools package's tests, then bake e
 test-tools: venv ## the tools package's own suite (vertex-trainer-tools/tests)
 	$(BIN)/python -m pytest -n auto vertex-trainer-tools/tests
 
-test-fast: venv ## the tools' suite and the template's, less the fresh-venv runs and the image tests
+test-fast: venv ## the tools' suite and the template's, less the fresh-venv runs, the images and the index
 	$(BIN)/python -m pytest -n auto -p no:cacheprovider vertex-trainer-tools/tests
-	$(BIN)/python -m pytest -n auto -m "not generated and not images" tests
+	$(BIN)/python -m pytest -n auto -m "not generated and not images and not index" tests
 
 test-images: venv ## each variant's image built and trained in containers (needs Docker; root)
 	$(BIN)/python -m pytest -n 0 -m images tests
 
-lint: venv ## ruff on the template's own Python and the tools package
+lint: venv ## ruff on the template's own Python and the tools package; actionlint on its workflows
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
+	$(BIN)/actionlint
 
 bench: venv ## benchmarks of the generated trainers (QUICK=1: CI-sized); see bench/README.md
 	$(BIN)/python -m pip install -q -r bench/requirements.txt

@@ -1,4 +1,4 @@
-"""Keep only the chosen framework's modules, and record where the tools package comes from.
+"""Keep only the chosen framework's modules, and pin the tools package the project uses.
 
 The template keeps each framework's plain-Python modules, tests, requirements and Dockerfile
 under ``variants/<framework>/``; they are copied over the project root here, so the generated
@@ -6,18 +6,20 @@ project contains one framework and no trace of the others. The answers were chec
 generation (``pre_gen_project.py``); ``vertex-tools check`` applies the full config rules at the
 first ``make`` that needs them.
 
-``make install`` installs ``vertex-trainer-tools`` at the version requirements-dev.txt pins,
-from the source written into the Makefile's ``TOOLS_SOURCE`` here:
-- baked from a local checkout (``make demo``, the template's tests): that checkout's package;
-- baked from the hosted template at a released version: empty, so pip takes the release
-  (or a wheel from ``PIP_FIND_LINKS`` offline);
-- baked from a commit with no release yet: the package's folder in the template repository at
-  that commit (``git+URL@COMMIT#subdirectory=vertex-trainer-tools``).
+``make install`` installs ``vertex-trainer-tools`` at the version requirements-dev.txt pins, the
+template's ``_tools_version`` (cookiecutter.json; a test holds it equal to the package's
+``__version__``), from the Makefile's ``TOOLS_SOURCE``, written here:
+- empty, the package index (or a folder of wheels with ``PIP_FIND_LINKS``): a bake from a local
+  checkout (which writes no path of the baking machine into the project: ``make demo`` passes
+  ``TOOLS_SOURCE=<checkout>/vertex-trainer-tools`` on the command line), a released hosted
+  template, and ``cruft`` (which gives hooks no clone to look at);
+- the package's folder in the template repository at the baked commit
+  (``git+URL@COMMIT#subdirectory=vertex-trainer-tools``): a hosted template cloned by
+  cookiecutter (``_repo_dir``) at a commit with no release tag ``tools-v<version>``.
 """
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +27,7 @@ import sys
 CONTEXT = json.loads(
     r"""{
     "framework": {{ cookiecutter.framework | tojson }},
+    "tools_version": {{ cookiecutter._tools_version | tojson }},
     "template": {{ cookiecutter._template | default("") | tojson }},
     "repo_dir": {{ cookiecutter._repo_dir | default("") | tojson }}
 }"""
@@ -45,41 +48,12 @@ def install_variant(framework: str) -> None:
     shutil.rmtree(VARIANTS)
 
 
-def template_candidates(repo_dir):
-    """Where the template may be: the working directory of the process that runs this hook,
-    which cookiecutter keeps in the template while hooks run (cruft gives hooks no
-    ``_repo_dir``), else cookiecutter's ``_repo_dir`` (absolute for a cloned template, else as
-    typed, relative to the shell's PWD)."""
-    try:
-        yield os.readlink(f"/proc/{os.getppid()}/cwd")  # Linux
-    except OSError:
-        lsof = ["lsof", "-a", "-p", str(os.getppid()), "-d", "cwd", "-Fn"]
-        try:
-            out = subprocess.run(lsof, capture_output=True, text=True, timeout=10).stdout
-            yield from (line[1:] for line in out.splitlines() if line.startswith("n"))
-        except (OSError, subprocess.SubprocessError):
-            pass
-    if repo_dir:
-        yield os.path.join(os.environ.get("PWD", ""), repo_dir)  # unchanged when absolute
-
-
-def template_checkout(repo_dir: str) -> str | None:
-    """The template folder as an absolute path (``repo_dir`` may be relative to PWD)."""
-    for base in template_candidates(repo_dir):
-        if os.path.isfile(os.path.join(base, TOOLS_FOLDER, "pyproject.toml")):
-            return os.path.abspath(base)
-    return None
-
-
 def git(repo: str, *args: str) -> str:
-    result = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True)
+    try:
+        result = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True)
+    except OSError:  # no git on this machine
+        return ""
     return result.stdout.strip() if result.returncode == 0 else ""
-
-
-def tools_version(checkout: str) -> str:
-    init = os.path.join(checkout, TOOLS_FOLDER, "src", "vertex_trainer_tools", "__init__.py")
-    with open(init, encoding="utf-8") as handle:
-        return re.search(r'__version__ = "([^"]+)"', handle.read()).group(1)
 
 
 def is_remote(template: str) -> bool:
@@ -89,12 +63,14 @@ def is_remote(template: str) -> bool:
     return "://" in template and not template.startswith("file:")
 
 
-def tools_source(template: str, checkout: str) -> str:
-    if not is_remote(template):
-        return os.path.join(checkout, TOOLS_FOLDER)  # a local checkout, as `make demo` bakes
-    if git(checkout, "tag", "--list", f"tools-v{tools_version(checkout)}"):
+def tools_source(template: str, clone: str, version: str) -> str:
+    """Empty (the package index) unless ``clone``, cookiecutter's clone of a hosted template
+    (an absolute ``_repo_dir``), is at a commit whose tools version has no release tag."""
+    if not is_remote(template) or not os.path.isabs(clone or ""):
+        return ""
+    if git(clone, "tag", "--list", f"tools-v{version}"):
         return ""  # released: the package index has it
-    url, commit = git(checkout, "remote", "get-url", "origin"), git(checkout, "rev-parse", "HEAD")
+    url, commit = git(clone, "remote", "get-url", "origin"), git(clone, "rev-parse", "HEAD")
     if not url or not commit:
         return ""
     if "://" not in url and ":" in url:  # scp-like git@github.com:org/repo.git
@@ -121,15 +97,9 @@ def pin_tools_version(version: str) -> None:
 
 def main() -> int:
     install_variant(CONTEXT["framework"])
-    checkout = template_checkout(CONTEXT["repo_dir"])
-    if checkout is None:
-        print(
-            f"ERROR: template: {TOOLS_FOLDER}/ not found in {CONTEXT['repo_dir']!r}",
-            file=sys.stderr,
-        )
-        return 1
-    pin_tools_version(tools_version(checkout))
-    write_tools_source(tools_source(CONTEXT["template"], checkout))
+    version = CONTEXT["tools_version"]
+    pin_tools_version(version)
+    write_tools_source(tools_source(CONTEXT["template"], CONTEXT["repo_dir"], version))
     return 0
 
 

@@ -174,10 +174,12 @@ def validate(answers):
 
 
 def template_candidates(repo_dir):
-    """Where the template may be: the working directory of the process that runs this hook,
-    which cookiecutter keeps in the template while hooks run (cruft gives hooks no
-    ``_repo_dir``), else cookiecutter's ``_repo_dir`` (absolute for a cloned template, else as
-    typed, relative to the shell's PWD)."""
+    """Where the template may be: cookiecutter's ``_repo_dir`` (absolute for a cloned template,
+    else as typed, relative to the shell's PWD); cruft gives hooks no ``_repo_dir``, so then the
+    working directory of the process that runs this hook, which cookiecutter's ``generate_files``
+    keeps in the template (cruft's clone, at the commit it generates) while hooks run."""
+    if repo_dir:
+        yield os.path.join(os.environ.get("PWD", ""), repo_dir)  # unchanged when absolute
     try:
         yield os.readlink(f"/proc/{os.getppid()}/cwd")  # Linux
     except OSError:
@@ -187,8 +189,6 @@ def template_candidates(repo_dir):
             yield from (line[1:] for line in out.splitlines() if line.startswith("n"))
         except (OSError, subprocess.SubprocessError):
             pass
-    if repo_dir:
-        yield os.path.join(os.environ.get("PWD", ""), repo_dir)  # unchanged when absolute
 
 
 def naming_rules(template_dir=TEMPLATE_DIR, rules=NAMING_RULES):

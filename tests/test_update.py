@@ -88,6 +88,9 @@ def test_a_new_tools_version_reaches_a_project_as_one_changed_pin(tmp_path):
     commit_all(project, "user change")
     init = template / "vertex-trainer-tools" / "src" / "vertex_trainer_tools" / "__init__.py"
     init.write_text(read(init).replace(f'"{version.group(1)}"', '"99.0.0"'))
+    # The template pins the version cookiecutter.json names (_tools_version): bumped with it.
+    context = template / "cookiecutter.json"
+    context.write_text(read(context).replace(f'"{version.group(1)}"', '"99.0.0"'))
     cli = init.parent / "cli.py"
     cli.write_text(read(cli) + "\n# a fix in the tools\n")
     commit_all(template, "tools 99.0.0")

@@ -21,7 +21,7 @@ class MetricReporter:
         self.enabled = enabled
         self._hypertune = None
         if enabled:
-            import hypertune  # cloudml-hypertune; installed in every Vertex training image
+            import hypertune  # cloudml-hypertune: in prebuilt images; requirements.txt elsewhere
 
             self._hypertune = hypertune.HyperTune()
 
