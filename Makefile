@@ -14,7 +14,7 @@ DRILL = $(if $(filter keras,$(FRAMEWORK)),KILL_AFTER=checkpoint:2,KILL_AFTER=che
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-$(BIN)/cookiecutter: requirements-dev.txt vertex-trainer-tools/pyproject.toml
+$(BIN)/cookiecutter: requirements-dev.txt vertex-trainer-tools/pyproject.toml vertex-trainer-runtime/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -r requirements-dev.txt
 	touch $@
