@@ -3,21 +3,16 @@ with one line before anything is trained (``python -m trainer.task``)."""
 
 from __future__ import annotations
 
-import argparse
-import inspect
-
-from trainer import task
+from trainer import context, flags, task, train
 
 NO_MOUNT = "gs://no-such-bucket-mounted-here"
 
 
-def test_every_variant_has_the_same_contract():
-    from trainer import data, flags, model, resume, train  # noqa: F401 - the same module set
+def test_every_variant_keeps_the_contract():
+    from trainer import data, model, resume  # noqa: F401 - the same module set
 
-    assert isinstance(flags.DESCRIPTION, str) and flags.DESCRIPTION
-    assert list(inspect.signature(flags.add_arguments).parameters) == ["parser"]
-    assert isinstance(flags.parser(), argparse.ArgumentParser)
-    assert list(inspect.signature(train.run).parameters) == ["args", "ctx"]
+    assert context.contract_problems(flags, train) == []
+    assert flags.DESCRIPTION and flags.parser().description == flags.DESCRIPTION
 
 
 def test_trainer_stops_with_one_error_line_before_training(tmp_path, capsys):

@@ -9,12 +9,17 @@ makes all of that parse the same as ``--learning-rate 0.01 --batch-size 256``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import sys
-from collections.abc import Sequence
+import types
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
+FlagsT = TypeVar("FlagsT")
 
 
 class InputError(ValueError):
@@ -95,8 +100,86 @@ def normalize_argv(argv: Sequence[str]) -> list[str]:
     return normalized
 
 
-def base_parser(description: str) -> argparse.ArgumentParser:
-    """The flags every variant shares: data, Vertex output dirs, seed, project, checkpoints."""
+def flag(default: Any = None, help: str | None = None, **argparse_options: Any) -> Any:
+    """One flag of a section: a dataclass field whose ``--name`` argparse declares.
+
+    ``argparse_options`` go to ``add_argument`` as they are (``type``, ``choices``, ``metavar``)
+    plus ``aliases`` (other spellings) and ``negatable`` (a bool that also has ``--no-name``).
+    Without ``type`` the field's annotation picks one: ``int`` -> :func:`integer`, ``float`` ->
+    a finite number, ``bool`` -> a switch.
+    """
+    return dataclasses.field(default=default, metadata={"help": help, **argparse_options})
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedFlags:
+    """data, outputs and run (outputs default to the AIP_* variables, else --job-dir/...)"""
+
+    train_data: str | None = flag(
+        help="training data: 'synthetic', a local path, a gs:// URI or a /gcs/ path"
+    )
+    eval_data: str | None = flag(help="evaluation data, same forms as --train-data")
+    model_dir: str | None = flag(help="where the exported model goes (AIP_MODEL_DIR)")
+    checkpoint_dir: str | None = flag(help="where checkpoints go (AIP_CHECKPOINT_DIR)")
+    job_dir: str | None = flag(
+        help="base dir whose model/, checkpoints/ and logs/ subfolders are used when the "
+        "AIP_* variables are not set (else ./outputs)"
+    )
+    seed: int = flag(42, "random seed")
+    checkpoint_minutes: float = flag(
+        10.0,
+        "also checkpoint at least this often, in minutes (0: only at the regular interval)",
+        type=non_negative_float,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorBoardFlags:
+    """TensorBoard"""
+
+    tensorboard_dir: str | None = flag(help="where TensorBoard logs go (AIP_TENSORBOARD_LOG_DIR)")
+
+
+def _annotation_type(annotation: Any) -> Any:
+    """``int | None`` -> ``int``: the type a flag's value is parsed as."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        kept = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        return kept[0] if len(kept) == 1 else str
+    return annotation
+
+
+_PARSED_AS: dict[Any, Callable[[str], Any]] = {int: integer, float: _finite, str: str}
+
+
+def add_section(parser: argparse.ArgumentParser, section: type) -> None:
+    """Declare a flags dataclass's fields as one argparse group titled by its docstring."""
+    title = (section.__doc__ or section.__name__).strip().splitlines()[0]
+    group = parser.add_argument_group(title)
+    hints = typing.get_type_hints(section)
+    for field in dataclasses.fields(section):
+        options = dict(field.metadata)
+        names = [f"--{field.name.replace('_', '-')}", *options.pop("aliases", ())]
+        kind = _annotation_type(hints[field.name])
+        if field.default is dataclasses.MISSING:
+            options["required"] = True
+        else:
+            options.setdefault("default", field.default)
+        if kind is bool:
+            negatable = options.pop("negatable", False) or field.default is True
+            options["action"] = argparse.BooleanOptionalAction if negatable else "store_true"
+        elif "choices" not in options or "type" in options:
+            options.setdefault("type", _PARSED_AS.get(kind, kind))
+        group.add_argument(*names, dest=field.name, **options)
+
+
+def sections(flags_class: type) -> dict[str, type]:
+    """The sections of a variant's ``Flags`` dataclass: field name -> section dataclass."""
+    hints = typing.get_type_hints(flags_class)
+    return {field.name: hints[field.name] for field in dataclasses.fields(flags_class)}
+
+
+def parser_for(flags_class: type, description: str) -> argparse.ArgumentParser:
+    """The whole command line of a ``Flags`` dataclass of sections (shared ones first)."""
     # allow_abbrev=False: an injected unknown flag such as --job must never match --job-dir.
     parser = argparse.ArgumentParser(
         prog="python -m trainer.task",
@@ -104,37 +187,37 @@ def base_parser(description: str) -> argparse.ArgumentParser:
         allow_abbrev=False,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    data = parser.add_argument_group("data")
-    data.add_argument(
-        "--train-data",
-        default=None,
-        help="training data: 'synthetic', a local path, a gs:// URI or a /gcs/ path",
-    )
-    data.add_argument(
-        "--eval-data",
-        default=None,
-        help="evaluation data, same forms as --train-data",
-    )
-    outputs = parser.add_argument_group(
-        "outputs (default: AIP_* variables set by Vertex, else --job-dir, else ./outputs)"
-    )
-    outputs.add_argument("--model-dir", default=None, help="where the exported model goes")
-    outputs.add_argument("--checkpoint-dir", default=None, help="where checkpoints go")
-    outputs.add_argument(
-        "--job-dir",
-        default=None,
-        help="base dir whose model/, checkpoints/ and logs/ subfolders are used when the "
-        "AIP_* variables are not set",
-    )
-    run = parser.add_argument_group("run")
-    run.add_argument("--seed", type=integer, default=42, help="random seed")
-    run.add_argument(
-        "--checkpoint-minutes",
-        type=non_negative_float,
-        default=10.0,
-        help="also checkpoint at least this often, in minutes (0: only at the regular interval)",
-    )
+    for section in sections(flags_class).values():
+        add_section(parser, section)
     return parser
+
+
+def flags_from(flags_class: type[FlagsT], args: argparse.Namespace) -> FlagsT:
+    """Typed flags from parsed ``args``: each section takes its fields' values."""
+    values = vars(args)
+    return flags_class(
+        **{
+            name: section(**{field.name: values[field.name] for field in dataclasses.fields(section)})
+            for name, section in sections(flags_class).items()
+        }
+    )
+
+
+def parse(
+    flags_class: type[FlagsT], description: str, argv: Sequence[str] | None = None
+) -> FlagsT:
+    """Vertex-style ``argv`` parsed into a ``Flags`` dataclass of sections."""
+    return flags_from(flags_class, parse_args(parser_for(flags_class, description), argv))
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    """The shared flags alone (:class:`SharedFlags`), for a variant's own ``add_argument``."""
+
+    @dataclasses.dataclass(frozen=True)
+    class _Shared:
+        shared: SharedFlags
+
+    return parser_for(_Shared, description)
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None):

@@ -1,22 +1,20 @@
-"""The contract between ``trainer.task`` and a framework's ``trainer/train.py``.
+"""The contract between ``trainer.task`` and a framework's trainer: :class:`VariantFlags` and
+:class:`VariantTrain` say what each variant provides, :func:`contract_problems` checks it.
 
-Every variant provides the same names: ``trainer/flags.py`` (framework-free) its ``DESCRIPTION``
-(the ``--help`` text), ``add_arguments(parser)`` (its own flags, next to the shared ones of
-``trainer.cli``), ``parser()`` and ``NO_REDUCTION_SERVER`` (why the trainer cannot use
-``job.reduction_server``, or None); ``trainer/train.py`` its loop:
-
-- ``run(args, ctx) -> int``: train, report the tuning metric, export; ``ctx`` is a
-  :class:`RunContext`.
-
-``task.py`` builds the context once per process, so no variant reads Vertex's environment or
-turns output dirs into file paths itself.
+``task.py`` parses the flags into the variant's ``Flags`` dataclass of sections and builds the
+context once per process, so no variant reads Vertex's environment or turns output dirs into
+file paths itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol, runtime_checkable
 
 from trainer import cli, hptune, runtime
 
@@ -60,13 +58,17 @@ class RunContext:
         return hptune.MetricReporter(tag, self.cluster.is_chief if enabled is None else enabled)
 
 
-def build(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> RunContext:
-    """The context for parsed shared flags (``trainer.cli.base_parser``) and the environment."""
+def build(flags: Any, environ: Mapping[str, str] | None = None) -> RunContext:
+    """The context for a variant's parsed ``Flags`` (or an argparse namespace of the shared
+    flags) and the environment."""
+    shared = getattr(flags, "shared", flags)
+    # Trainers that write no TensorBoard logs have no cli.TensorBoardFlags section.
+    tensorboard = getattr(flags, "tensorboard", shared)
     dirs = runtime.resolve_output_dirs(
-        args.model_dir,
-        args.checkpoint_dir,
-        getattr(args, "tensorboard_dir", None),  # trainers that write no TensorBoard logs lack it
-        args.job_dir,
+        shared.model_dir,
+        shared.checkpoint_dir,
+        getattr(tensorboard, "tensorboard_dir", None),
+        shared.job_dir,
         environ=environ,
     )
     return RunContext(
@@ -75,3 +77,44 @@ def build(args: argparse.Namespace, environ: Mapping[str, str] | None = None) ->
         checkpoint_dir=_output_dir(dirs.checkpoint_dir),
         tensorboard_dir=_output_dir(dirs.tensorboard_dir),
     )
+
+
+@runtime_checkable
+class VariantFlags(Protocol):
+    """What a variant's ``trainer/flags.py`` provides; framework-free, the tools import it."""
+
+    DESCRIPTION: str  # the --help text
+    # Why the trainer cannot use job.reduction_server (`make check` refuses it), or None.
+    NO_REDUCTION_SERVER: str | None
+    Flags: type  # a frozen dataclass of sections; its ``shared`` one is cli.SharedFlags
+
+    def parser(self) -> argparse.ArgumentParser: ...
+
+
+@runtime_checkable
+class VariantTrain(Protocol):
+    """What a variant's ``trainer/train.py`` provides."""
+
+    def run(self, flags: Any, ctx: RunContext) -> int | None:
+        """Train, report the tuning metric, export; raise cli.InputError on bad input."""
+
+
+def contract_problems(flags_module: ModuleType, train_module: ModuleType) -> list[str]:
+    """Where a variant's modules break the contract: empty when they keep it."""
+    problems = []
+    if not isinstance(flags_module, VariantFlags):
+        problems.append("trainer/flags.py lacks DESCRIPTION, NO_REDUCTION_SERVER, Flags or parser")
+    elif not dataclasses.is_dataclass(flags_module.Flags):
+        problems.append("trainer/flags.py: Flags is not a dataclass")
+    else:
+        sections = cli.sections(flags_module.Flags)
+        if sections.get("shared") is not cli.SharedFlags:
+            problems.append("trainer/flags.py: Flags has no 'shared: cli.SharedFlags' section")
+        for name, section in sections.items():
+            if not (dataclasses.is_dataclass(section) and section.__dataclass_params__.frozen):
+                problems.append(f"trainer/flags.py: Flags.{name} is not a frozen dataclass")
+    if not isinstance(train_module, VariantTrain):
+        problems.append("trainer/train.py has no run(flags, ctx)")
+    elif len(inspect.signature(train_module.run).parameters) != 2:
+        problems.append("trainer/train.py: run takes (flags, ctx)")
+    return problems

@@ -1,8 +1,8 @@
 """The entry point: ``python -m trainer.task [flags]``, locally, in the container and on Vertex.
 
-The flags come from ``trainer.flags`` (the shared ones of ``trainer.cli`` and the framework's),
-the training loop from ``trainer.train``, called as ``train.run(args, ctx)`` (the contract:
-``trainer.context``).
+The flags come from ``trainer.flags`` (a ``Flags`` dataclass of sections: the shared ones of
+``trainer.cli`` and the framework's), the training loop from ``trainer.train``, called as
+``train.run(flags, ctx)`` (the contract: ``trainer.context``).
 Vertex appends hyperparameter-tuning trial values as ``--name=value``. Exit codes: 0 done,
 2 bad input, ``trainer.preemption.EXIT_CODE`` (143) saved on a preemption notice, else a crash.
 """
@@ -20,9 +20,12 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    args = cli.parse_args(flags.parser(), argv)
+    if hasattr(flags, "Flags"):
+        parsed = cli.parse(flags.Flags, flags.DESCRIPTION, argv)
+    else:  # a variant not yet on typed flags
+        parsed = cli.parse_args(flags.parser(), argv)
     try:
-        return train.run(args, context.build(args)) or 0
+        return train.run(parsed, context.build(parsed)) or 0
     except cli.InputError as error:
         # Bad input: one clear line, non-zero exit, nothing half-written to the model dir.
         print(f"ERROR: {error}", file=sys.stderr)
