@@ -195,17 +195,14 @@ def parser_for(flags_class: type, description: str) -> argparse.ArgumentParser:
 def flags_from(flags_class: type[FlagsT], args: argparse.Namespace) -> FlagsT:
     """Typed flags from parsed ``args``: each section takes its fields' values."""
     values = vars(args)
-    return flags_class(
-        **{
-            name: section(**{field.name: values[field.name] for field in dataclasses.fields(section)})
-            for name, section in sections(flags_class).items()
-        }
-    )
+
+    def read(section: type) -> Any:
+        return section(**{field.name: values[field.name] for field in dataclasses.fields(section)})
+
+    return flags_class(**{name: read(section) for name, section in sections(flags_class).items()})
 
 
-def parse(
-    flags_class: type[FlagsT], description: str, argv: Sequence[str] | None = None
-) -> FlagsT:
+def parse(flags_class: type[FlagsT], description: str, argv: Sequence[str] | None = None) -> FlagsT:
     """Vertex-style ``argv`` parsed into a ``Flags`` dataclass of sections."""
     return flags_from(flags_class, parse_args(parser_for(flags_class, description), argv))
 
