@@ -37,9 +37,9 @@ MUST_HAVE = {
     "trainer/__init__.py",
     "trainer/task.py",
     "trainer/train.py",
-    "trainer/runtime.py",
-    "trainer/checkpoints.py",
-    "trainer/hptune.py",
+    "vertex_trainer_runtime.runtime",
+    "vertex_trainer_runtime.checkpoints",
+    "vertex_trainer_runtime.hptune",
 }
 
 

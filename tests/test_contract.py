@@ -1,6 +1,6 @@
 """The two sides of Vertex's runtime contract held together: what the tools package's emulator
 sets on a replica (``vertex_trainer_tools.contract``) against Vertex's documented examples, read
-back by the trainer's own reader (``trainer/runtime.py`` of the project template, plain Python).
+back by the trainer's own reader (``vertex_trainer_runtime.runtime`` of the project template, plain Python).
 The generated project runs on Vertex without the package, so the two cannot share code.
 """
 
@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from trainer import runtime, tracking  # the template's trainer package, no framework (conftest.py)
+from vertex_trainer_runtime import (  # the template's trainer package, no framework (conftest.py)
+    runtime,
+    tracking,
+)
 from vertex_trainer_tools import contract
 
 

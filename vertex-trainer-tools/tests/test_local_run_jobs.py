@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainer import checkpoints
+from vertex_trainer_runtime import checkpoints
 
 from conftest import PROJECT
 
@@ -253,7 +253,7 @@ def test_latest_is_a_text_file_where_symlinks_are_unavailable(tmp_path, monkeypa
 
 def test_the_drill_counts_complete_checkpoints_in_any_layout(tmp_path):
     """One folder per job (XGBoost, PyTorch) or per task (Keras): the runner asks the marker
-    protocol of trainer/checkpoints.py instead of knowing a framework's layout."""
+    protocol of vertex_trainer_runtime.checkpoints instead of knowing a framework's layout."""
     root = tmp_path / "checkpoints"
     layout = {
         "checkpoint-1": True,
@@ -305,7 +305,7 @@ def test_required_distributions_are_read_without_versions_extras_or_markers(tmp_
 
 
 def test_a_python_that_imports_the_module_passes_the_import_check():
-    assert preflight.check(PROJECT, module="trainer.runtime") == ""
+    assert preflight.check(PROJECT, module="vertex_trainer_runtime.runtime") == ""
 
 
 def bare_venv(folder: Path) -> str:

@@ -1,7 +1,7 @@
 """The writer side of Vertex AI's runtime contract: the environment a replica of a job gets.
 
 The local emulator (``local_run``, processes and containers) builds each replica's variables
-here. The trainer reads them with its own ``trainer/runtime.py`` (it runs on Vertex, where this
+here. The trainer reads them with its own ``vertex_trainer_runtime.runtime`` (it runs on Vertex, where this
 package is not installed); the template's tests hold the two against each other and against
 Vertex's documentation (shapes of ``CLUSTER_SPEC``, ``TF_CONFIG`` and ``AIP_*``).
 """
@@ -152,7 +152,7 @@ def replica_environment(
     return env
 
 
-# The trainer's checkpoint protocol (trainer/checkpoints.py), as a watcher outside it sees it:
+# The trainer's checkpoint protocol (vertex_trainer_runtime.checkpoints), as a watcher outside it sees it:
 # a checkpoint is a ``checkpoint-<step>`` folder, complete once its ``COMPLETE`` marker exists.
 CHECKPOINT_MARKER = "COMPLETE"
 CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d+)$")
@@ -171,7 +171,7 @@ def marked_complete(root: str) -> list[str]:
     return sorted(found)
 
 
-# The job's Experiment run, named to the trainer (trainer/tracking.py reads them): what the SDK
+# The job's Experiment run, named to the trainer (vertex_trainer_runtime.tracking reads them): what the SDK
 # reads (aiplatform/metadata/constants.py) and its preview CustomJob.submit sets.
 EXPERIMENT_ENV, EXPERIMENT_RUN_ENV = "AIP_EXPERIMENT_NAME", "AIP_EXPERIMENT_RUN_NAME"
 

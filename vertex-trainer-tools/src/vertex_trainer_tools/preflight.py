@@ -88,7 +88,7 @@ _imported: dict[tuple, tuple[dict[str, ModuleType], Trainer | None]] = {}
 
 
 def _imported_trainer(root: Path | None) -> tuple[dict[str, ModuleType], Trainer | None]:
-    """The project's ``trainer.cli``, ``trainer.flags`` and ``trainer.metric`` (those it has),
+    """The project's ``vertex_trainer_runtime.cli``, ``trainer.flags`` and ``trainer.metric`` (those it has),
     imported once per version of its ``trainer/*.py`` files (an edited file is read afresh),
     and the ``Trainer`` that parses with them."""
     root = root or project_root()
@@ -116,7 +116,7 @@ def trainer_modules(root: Path | None = None) -> dict[str, ModuleType]:
 
 
 def load_trainer(root: Path | None = None) -> Trainer | None:
-    """The project's ``trainer/flags.py`` and ``trainer/cli.py`` (framework-free), to parse
+    """The project's ``trainer/flags.py`` and ``vertex_trainer_runtime.cli`` (framework-free), to parse
     arguments as the trainer will; None for a project without them."""
     return _imported_trainer(root)[1]
 

@@ -31,7 +31,7 @@ class _Refused(Exception):
 
 @dataclass(frozen=True)
 class Trainer:
-    """The project's ``trainer.flags`` and ``trainer.cli`` modules (imported by ``preflight``)."""
+    """The project's ``trainer.flags`` and ``vertex_trainer_runtime.cli`` modules (imported by ``preflight``)."""
 
     flags: ModuleType
     cli: ModuleType

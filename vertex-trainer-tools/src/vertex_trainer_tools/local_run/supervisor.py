@@ -29,7 +29,7 @@ PERMANENT_EXIT_CODES = (2,)
 TAIL_LINES = 15
 # run()'s status when the job ended but the kill drill it was asked for never fired.
 DRILL_NOT_FIRED = 3
-# What a trainer exits with after it saved a checkpoint on SIGTERM (trainer.preemption).
+# What a trainer exits with after it saved a checkpoint on SIGTERM (vertex_trainer_runtime.preemption).
 PREEMPTED_EXIT_CODE = 143
 
 

@@ -17,9 +17,10 @@ from conftest import (
     start_trainer,
     trainer_env,
 )
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import cluster_spec, free_ports, kill, read_metrics
 
-from trainer import checkpoints, data, distributed
+from trainer import data, distributed
 
 pytestmark = pytest.mark.distributed
 

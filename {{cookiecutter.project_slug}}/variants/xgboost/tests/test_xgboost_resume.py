@@ -20,9 +20,10 @@ from conftest import (
     start_trainer,
     trainer_env,
 )
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import is_vertex_variable, kill, read_metrics
 
-from trainer import checkpoints, data
+from trainer import data
 from trainer import schema as schemas
 
 
@@ -252,7 +253,9 @@ def test_notice_during_an_evaluation_or_a_checkpoint_write_saves_that_round(
     uninterrupted run: not a round lost, the second signal changes nothing."""
     import signal
 
-    from trainer import model, preemption, resume, task
+    from vertex_trainer_runtime import preemption
+
+    from trainer import model, resume, task
 
     for name in list(os.environ):
         if is_vertex_variable(name):

@@ -1,5 +1,5 @@
-"""The preemption notice of ``trainer/preemption.py`` (the project template's, shared by every
-variant) with the complete-marker protocol of ``trainer/checkpoints.py``: SIGTERM is recorded,
+"""The preemption notice of ``vertex_trainer_runtime.preemption`` (the project template's, shared by every
+variant) with the complete-marker protocol of ``vertex_trainer_runtime.checkpoints``: SIGTERM is recorded,
 a second one does not stop a save, and a save that SIGKILL cuts short never has a marker."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import sys
 import textwrap
 import time
 
-from trainer import checkpoints, preemption
-
 from conftest import PROJECT_TEMPLATE
+
+from vertex_trainer_runtime import checkpoints, preemption
 
 
 def test_the_notice_records_sigterm_and_a_second_one_changes_nothing():
@@ -50,7 +50,7 @@ def test_replicas_agree_and_the_exit_line_says_what_was_saved():
 # /gcs/ mount) and exits 143; the test's signals arrive while it copies.
 SAVE_ON_NOTICE = """
 import os, shutil, sys, time
-from trainer import checkpoints, preemption
+from vertex_trainer_runtime import checkpoints, preemption
 
 root, local = sys.argv[1], sys.argv[2]
 checkpoints.publish(local, root, 1)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from trainer import runtime
+from vertex_trainer_runtime import runtime
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Every variant provides the same names: ``trainer/flags.py`` (framework-free) its ``DESCRIPTION``
 (the ``--help`` text), ``add_arguments(parser)`` (its own flags, next to the shared ones of
-``trainer.cli``), ``parser()`` and ``NO_REDUCTION_SERVER`` (why the trainer cannot use
+``vertex_trainer_runtime.cli``), ``parser()`` and ``NO_REDUCTION_SERVER`` (why the trainer cannot use
 ``job.reduction_server``, or None); ``trainer/train.py`` its loop:
 
 - ``run(args, ctx) -> int``: train, report the tuning metric, export; ``ctx`` is a
@@ -18,7 +18,7 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainer import cli, hptune, runtime
+from vertex_trainer_runtime import cli, hptune, runtime
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class RunContext:
 
 
 def build(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> RunContext:
-    """The context for parsed shared flags (``trainer.cli.base_parser``) and the environment."""
+    """The context for parsed shared flags (``vertex_trainer_runtime.cli.base_parser``) and the environment."""
     dirs = runtime.resolve_output_dirs(
         args.model_dir,
         args.checkpoint_dir,

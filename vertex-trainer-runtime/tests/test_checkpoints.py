@@ -1,4 +1,4 @@
-"""The complete-marker protocol of ``trainer/checkpoints.py`` (the project template's, shared by
+"""The complete-marker protocol of ``vertex_trainer_runtime.checkpoints`` (the project template's, shared by
 every variant): resume only from checkpoints whose every file arrived."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import logging
 import os
 
 import pytest
-from trainer import checkpoints
+
+from vertex_trainer_runtime import checkpoints
 
 
 def make_source(folder, content: bytes = b"weights") -> str:

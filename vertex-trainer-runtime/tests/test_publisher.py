@@ -1,4 +1,4 @@
-"""``trainer/publisher.py`` of the project template (shared by every variant): checkpoints are
+"""``vertex_trainer_runtime.publisher`` of the project template (shared by every variant): checkpoints are
 copied to the checkpoint dir in the background, marker last, one at a time, retried on failure."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import shutil
 import threading
 
 import pytest
-from trainer import checkpoints, publisher
+
+from vertex_trainer_runtime import checkpoints, publisher
 
 
 def local_checkpoint(tmp_path, step: int, size: int = 1000) -> str:
