@@ -8,7 +8,8 @@ arrive, 50 MB/s by default, enforced by a ``sitecustomize`` of this script's, ou
 trainer):
 
 - ``none``: checkpoints written locally, never published (what training costs without them);
-- ``sync``: each publish done inside the training step (the trainers before vertex_trainer_runtime.publisher);
+- ``sync``: each publish done inside the training step (the trainers before
+  vertex_trainer_runtime.publisher);
 - ``background``: the trainer as it is: published on a thread while training goes on.
 
 Reported per mode: the process's wall time (median of --repeats), the seconds training waited

@@ -1,5 +1,5 @@
-"""``vertex_trainer_runtime.cli`` of the project template (shared by every variant): flags parse the same
-whether a person or Vertex hyperparameter tuning writes them."""
+"""``vertex_trainer_runtime.cli`` (the flags every variant shares): flags parse the same whether a
+person or Vertex hyperparameter tuning writes them."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``vertex_trainer_runtime.hptune`` of the project template (shared by every variant): metric reporting writes
-the file Vertex reads, in cloudml-hypertune's format, chief only."""
+"""``vertex_trainer_runtime.hptune`` (every variant's): metric reporting writes the file Vertex
+reads, in cloudml-hypertune's format, chief only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The preemption notice of ``vertex_trainer_runtime.preemption`` (the project template's, shared by every
-variant) with the complete-marker protocol of ``vertex_trainer_runtime.checkpoints``: SIGTERM is recorded,
-a second one does not stop a save, and a save that SIGKILL cuts short never has a marker."""
+"""The preemption notice of ``vertex_trainer_runtime.preemption`` (every variant's) with the
+complete-marker protocol of ``vertex_trainer_runtime.checkpoints``: SIGTERM is recorded, a second
+one does not stop a save, and a save that SIGKILL cuts short never has a marker."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import subprocess
 import sys
 import textwrap
 import time
-
-from conftest import PROJECT_TEMPLATE
 
 from vertex_trainer_runtime import checkpoints, preemption
 
@@ -81,7 +79,6 @@ def _replica(tmp_path):
     root = tmp_path / "checkpoints"
     process = subprocess.Popen(
         [sys.executable, str(script), str(root), str(local)],
-        env={**os.environ, "PYTHONPATH": str(PROJECT_TEMPLATE)},
         stdout=subprocess.PIPE,
         text=True,
     )

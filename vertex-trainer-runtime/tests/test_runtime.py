@@ -1,5 +1,5 @@
-"""The reader side of the Vertex contract, ``vertex_trainer_runtime.runtime`` of the project template (shared
-by every variant), against values shaped like real jobs send them."""
+"""The reader side of the Vertex contract, ``vertex_trainer_runtime.runtime`` (every variant's),
+against values shaped like real jobs send them."""
 
 from __future__ import annotations
 

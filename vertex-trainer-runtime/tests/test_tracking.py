@@ -1,4 +1,4 @@
-"""``vertex_trainer_runtime.tracking`` of the project template against the REST stand-in of Vertex ML
+"""``vertex_trainer_runtime.tracking`` (every variant's) against the REST stand-in of Vertex ML
 Metadata: the chief's Experiment run gets the flags, each evaluation and the exported model's
 metric; nothing else logs, and a failing API costs one warning line."""
 
@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PROJECT_TEMPLATE
 from vertex_trainer_tools.experiments_stand_in import ExperimentsServer
 
 from vertex_trainer_runtime import tracking
@@ -92,7 +91,7 @@ def test_without_an_experiment_the_sdk_is_not_even_imported():
         "t.log_evaluation({'accuracy': 1.0}, 1); t.finish({'accuracy': 1.0}); "
         "assert not t.enabled and 'google.cloud.aiplatform' not in sys.modules"
     )
-    subprocess.run([sys.executable, "-c", code], cwd=PROJECT_TEMPLATE, check=True)
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_an_api_failing_mid_run_costs_one_warning_line(caplog):

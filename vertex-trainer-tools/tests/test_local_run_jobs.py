@@ -18,6 +18,7 @@ import pytest
 from vertex_trainer_runtime import checkpoints
 
 from conftest import PROJECT
+from vertex_trainer_tools import contract
 
 cli = importlib.import_module("vertex_trainer_tools.local_run.cli")
 folders = importlib.import_module("vertex_trainer_tools.local_run.folders")
@@ -266,10 +267,10 @@ def test_the_drill_counts_complete_checkpoints_in_any_layout(tmp_path):
         (root / folder).mkdir(parents=True)
         if complete:
             (root / folder / checkpoints.MARKER).write_text("{}")
-    marked = checkpoints.marked_complete(str(root))
-    found = [Path(checkpoint.path).relative_to(root).as_posix() for checkpoint in marked]
+    marked = contract.marked_complete(str(root))
+    found = [Path(path).relative_to(root).as_posix() for path in marked]
     assert found == ["checkpoint-1", "chief-0/checkpoint-2", "worker-0/checkpoint-2"]
-    assert checkpoints.marked_complete(str(tmp_path / "none")) == []
+    assert contract.marked_complete(str(tmp_path / "none")) == []
 
 
 # --- the Makefile passes the job-folder choices on -------------------------------------------

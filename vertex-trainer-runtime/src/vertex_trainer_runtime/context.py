@@ -1,9 +1,9 @@
-"""The contract between ``trainer.task`` and a framework's ``trainer/train.py``.
+"""The contract between the trainer's ``trainer.task`` and its framework's ``trainer/train.py``.
 
 Every variant provides the same names: ``trainer/flags.py`` (framework-free) its ``DESCRIPTION``
 (the ``--help`` text), ``add_arguments(parser)`` (its own flags, next to the shared ones of
-``vertex_trainer_runtime.cli``), ``parser()`` and ``NO_REDUCTION_SERVER`` (why the trainer cannot use
-``job.reduction_server``, or None); ``trainer/train.py`` its loop:
+``vertex_trainer_runtime.cli``), ``parser()`` and ``NO_REDUCTION_SERVER`` (why the trainer
+cannot use ``job.reduction_server``, or None); ``trainer/train.py`` its loop:
 
 - ``run(args, ctx) -> int``: train, report the tuning metric, export; ``ctx`` is a
   :class:`RunContext`.
@@ -61,7 +61,7 @@ class RunContext:
 
 
 def build(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> RunContext:
-    """The context for parsed shared flags (``vertex_trainer_runtime.cli.base_parser``) and the environment."""
+    """The context for parsed shared flags (``cli.base_parser``) and the environment."""
     dirs = runtime.resolve_output_dirs(
         args.model_dir,
         args.checkpoint_dir,

@@ -17,7 +17,7 @@ from conftest import (
     start_trainer,
     trainer_env,
 )
-from vertex_trainer_runtime import checkpoints
+from vertex_trainer_tools import contract
 from vertex_trainer_tools.testing import cluster_spec, free_ports, kill, read_metrics
 
 from trainer import data, distributed
@@ -159,7 +159,7 @@ def test_a_worker_whose_chief_stopped_answering_exits_within_the_grace_period(tm
     chief, worker = processes["chief"], processes["worker"]
     try:
         deadline = time.monotonic() + TIMEOUT_S
-        while not checkpoints.marked_complete(str(tmp_path / "chief" / "checkpoints")):
+        while not contract.marked_complete(str(tmp_path / "chief" / "checkpoints")):
             assert chief.poll() is None and worker.poll() is None, (
                 tmp_path / "chief.log"
             ).read_text()
