@@ -306,7 +306,7 @@ def test_required_distributions_are_read_without_versions_extras_or_markers(tmp_
 
 
 def test_a_python_that_imports_the_module_passes_the_import_check():
-    assert preflight.check(PROJECT, module="vertex_trainer_runtime.runtime") == ""
+    assert preflight.check(PROJECT, module="trainer.flags") == ""
 
 
 def bare_venv(folder: Path) -> str:
