@@ -69,7 +69,7 @@ def is_remote(template: str) -> bool:
     return "://" in template and not template.startswith("file:")
 
 
-def tools_source(template: str, clone: str, version: str, folder: str = TOOLS_FOLDER) -> str:
+def package_source(template: str, clone: str, version: str, folder: str = TOOLS_FOLDER) -> str:
     """Empty (the package index) unless ``clone``, cookiecutter's clone of a hosted template
     (an absolute ``_repo_dir``), is at a commit whose version has no release tag; then the
     package ``folder`` of the repository at that commit."""
@@ -110,8 +110,8 @@ def main() -> int:
     pin_version(REQUIREMENTS_DEV, "vertex-trainer-tools", version)
     pin_version(REQUIREMENTS, "vertex-trainer-runtime", version)
     template, clone = CONTEXT["template"], CONTEXT["repo_dir"]
-    write_source("TOOLS_SOURCE", tools_source(template, clone, version, TOOLS_FOLDER))
-    write_source("RUNTIME_SOURCE", tools_source(template, clone, version, RUNTIME_FOLDER))
+    write_source("TOOLS_SOURCE", package_source(template, clone, version, TOOLS_FOLDER))
+    write_source("RUNTIME_SOURCE", package_source(template, clone, version, RUNTIME_FOLDER))
     return 0
 
 
