@@ -6,7 +6,8 @@ newer ``checkpoint-N``) and silently starts a fresh optimizer when ``optimizer.p
 So the Trainer writes to local disk, :class:`MirrorCheckpoints` copies each finished checkpoint
 to the checkpoint dir with the ``COMPLETE`` marker of ``vertex_trainer_runtime.checkpoints``,
 in the background (``vertex_trainer_runtime.publisher``: training goes on while it crosses to
-``/gcs/``), and at start the newest checkpoint that has its marker and passes :func:`validate` is copied back to local disk.
+``/gcs/``), and at start the newest checkpoint that has its marker and passes :func:`validate`
+is copied back to local disk.
 
 On a job of several nodes each rank writes its own RNG state (``rng_state_<rank>.pth``) into
 its node's local checkpoint; every node adds its ranks' files to the published checkpoint
