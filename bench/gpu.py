@@ -129,6 +129,9 @@ def make_kit(kit: Path = KIT) -> int:
             command.append(requirement)
         bench.log(" ".join(command))
         bench.run(command, cwd=BENCH, timeout=1200)
+    # The trainers' runtime, from this checkout (pure Python, no dependencies: a small wheel).
+    runtime = bench.TEMPLATE / "vertex-trainer-runtime"
+    bench.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(runtime)], cwd=BENCH, timeout=600)
     for framework in FRAMEWORKS:
         bench.bake(framework, kit / "projects" / framework)
     size = sum(path.stat().st_size for path in kit.rglob("*") if path.is_file())
@@ -159,7 +162,9 @@ def kit_python(kit: Path, journal: Journal) -> Path:
     wheels installed from the folder, no index; reused when it already imports them."""
     venv = WORK / "venv-gpu-kit"
     python = venv / "bin" / "python"
-    if python.exists() and has_modules(python, "datasets", "hypertune", "xgboost"):
+    if python.exists() and has_modules(
+        python, "datasets", "hypertune", "xgboost", "vertex_trainer_runtime"
+    ):
         return python
     shutil.rmtree(venv, ignore_errors=True)
     started = time.time()
@@ -184,6 +189,7 @@ def kit_python(kit: Path, journal: Journal) -> Path:
     Path(purelib, "_bench_base_packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     install = [*pip, "install", "--no-index", "--find-links", str(kit / "wheels")]
     names = [r.split("==")[0] for r in KIT_WHEELS if not r.startswith("xgboost")]
+    names.append("vertex-trainer-runtime")
     note = "resolved against the VM's packages"
     try:
         bench.run([*install, *names], cwd=WORK, timeout=600)

@@ -336,7 +336,12 @@ def ensure_venv(framework: str, project: Path) -> Path:
     shutil.rmtree(venv, ignore_errors=True)
     run([sys.executable, "-m", "venv", str(venv)], cwd=WORK)
     python = venv / "bin" / "python"
-    run(["make", "install", f"PYTHON={python}"], cwd=project, env=pip_env(), timeout=3600)
+    # The packages from this checkout, as the template's `make demo` installs them.
+    sources = [
+        f"TOOLS_SOURCE={TEMPLATE / 'vertex-trainer-tools'}",
+        f"RUNTIME_SOURCE={TEMPLATE / 'vertex-trainer-runtime'}",
+    ]
+    run(["make", "install", f"PYTHON={python}", *sources], cwd=project, env=pip_env(), timeout=3600)
     stamp.write_text(digest.hexdigest())
     return python
 

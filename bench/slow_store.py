@@ -8,7 +8,8 @@ arrive, 50 MB/s by default, enforced by a ``sitecustomize`` of this script's, ou
 trainer):
 
 - ``none``: checkpoints written locally, never published (what training costs without them);
-- ``sync``: each publish done inside the training step (the trainers before trainer/publisher.py);
+- ``sync``: each publish done inside the training step (the trainers before
+  vertex_trainer_runtime.publisher);
 - ``background``: the trainer as it is: published on a thread while training goes on.
 
 Reported per mode: the process's wall time (median of --repeats), the seconds training waited
@@ -51,7 +52,7 @@ shutil.copyfile = slow_copyfile
 
 MODE = os.environ["SLOW_STORE_MODE"]
 if MODE != "background":
-    from trainer import publisher
+    from vertex_trainer_runtime import publisher
 
     _submit = publisher.Publisher.submit
 

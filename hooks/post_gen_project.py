@@ -1,21 +1,25 @@
-"""Keep only the chosen framework's modules, and pin the tools package the project uses.
+"""Keep only the chosen framework's modules, and pin the packages the project uses.
 
 The template keeps each framework's plain-Python modules, tests, requirements and Dockerfile
 under ``variants/<framework>/``; they are copied over the project root here, so the generated
 project contains one framework and no trace of the others. The answers were checked before
-generation (``pre_gen_project.py``); ``vertex-tools check`` applies the full config rules at the
+generation (``pre_gen_project.py``); ``vertex-tools check`` applies the full config checks at the
 first ``make`` that needs them.
 
-``make install`` installs ``vertex-trainer-tools`` at the version requirements-dev.txt pins, the
-template's ``_tools_version`` (cookiecutter.json; a test holds it equal to the package's
-``__version__``), from the Makefile's ``TOOLS_SOURCE``, written here:
+Two packages of the template repository are pinned at the template's ``_tools_version``
+(cookiecutter.json; a test holds it equal to both packages' ``__version__``): requirements.txt
+pins ``vertex-trainer-runtime`` (what the trainer imports on Vertex) and requirements-dev.txt
+``vertex-trainer-tools``. ``make install`` takes them from the Makefile's ``RUNTIME_SOURCE`` and
+``TOOLS_SOURCE``, written here:
 - empty, the package index (or a folder of wheels with ``PIP_FIND_LINKS``): a bake from a local
   checkout (which writes no path of the baking machine into the project: ``make demo`` passes
+  ``RUNTIME_SOURCE=<checkout>/vertex-trainer-runtime`` and
   ``TOOLS_SOURCE=<checkout>/vertex-trainer-tools`` on the command line), a released hosted
-  template, and ``cruft`` (which gives hooks no clone to look at);
+  template, and ``cruft`` (which gives hooks no clone);
 - the package's folder in the template repository at the baked commit
-  (``git+URL@COMMIT#subdirectory=vertex-trainer-tools``): a hosted template cloned by
-  cookiecutter (``_repo_dir``) at a commit with no release tag ``tools-v<version>``.
+  (``git+URL@COMMIT#subdirectory=vertex-trainer-tools``, ``...=vertex-trainer-runtime``): a
+  hosted template cloned by cookiecutter (``_repo_dir``) at a commit with no release tag
+  ``tools-v<version>`` (one tag releases both packages).
 """
 
 import json
@@ -34,7 +38,9 @@ CONTEXT = json.loads(
 )
 VARIANTS = "variants"
 TOOLS_FOLDER = "vertex-trainer-tools"
+RUNTIME_FOLDER = "vertex-trainer-runtime"
 MAKEFILE = "Makefile"
+REQUIREMENTS = "requirements.txt"
 REQUIREMENTS_DEV = "requirements-dev.txt"
 
 
@@ -63,9 +69,10 @@ def is_remote(template: str) -> bool:
     return "://" in template and not template.startswith("file:")
 
 
-def tools_source(template: str, clone: str, version: str) -> str:
+def package_source(template: str, clone: str, version: str, folder: str = TOOLS_FOLDER) -> str:
     """Empty (the package index) unless ``clone``, cookiecutter's clone of a hosted template
-    (an absolute ``_repo_dir``), is at a commit whose tools version has no release tag."""
+    (an absolute ``_repo_dir``), is at a commit whose version has no release tag; then the
+    package ``folder`` of the repository at that commit."""
     if not is_remote(template) or not os.path.isabs(clone or ""):
         return ""
     if git(clone, "tag", "--list", f"tools-v{version}"):
@@ -75,31 +82,36 @@ def tools_source(template: str, clone: str, version: str) -> str:
         return ""
     if "://" not in url and ":" in url:  # scp-like git@github.com:org/repo.git
         url = "ssh://" + url.replace(":", "/", 1)
-    return f"git+{url}@{commit}#subdirectory={TOOLS_FOLDER}"
+    return f"git+{url}@{commit}#subdirectory={folder}"
 
 
-def write_tools_source(source: str) -> None:
+def write_source(variable: str, source: str) -> None:
+    """``TOOLS_SOURCE ?=`` (or ``RUNTIME_SOURCE ?=``) of the Makefile gets ``source``."""
     with open(MAKEFILE, encoding="utf-8") as handle:
         text = handle.read()
-    text = text.replace("TOOLS_SOURCE ?=\n", f"TOOLS_SOURCE ?= {source}".rstrip() + "\n", 1)
+    line = f"{variable} ?=\n"
+    text = text.replace(line, f"{variable} ?= {source}".rstrip() + "\n", 1)
     with open(MAKEFILE, "w", encoding="utf-8") as handle:
         handle.write(text)
 
 
-def pin_tools_version(version: str) -> None:
-    """requirements-dev.txt pins the package at the template's own version."""
-    with open(REQUIREMENTS_DEV, encoding="utf-8") as handle:
+def pin_version(path: str, package: str, version: str) -> None:
+    """The line naming ``package`` alone pins it at the template's own version."""
+    with open(path, encoding="utf-8") as handle:
         lines = handle.read().splitlines()
-    lines = [f"{line}=={version}" if line == "vertex-trainer-tools" else line for line in lines]
-    with open(REQUIREMENTS_DEV, "w", encoding="utf-8") as handle:
+    lines = [f"{line}=={version}" if line == package else line for line in lines]
+    with open(path, "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines) + "\n")
 
 
 def main() -> int:
     install_variant(CONTEXT["framework"])
     version = CONTEXT["tools_version"]
-    pin_tools_version(version)
-    write_tools_source(tools_source(CONTEXT["template"], CONTEXT["repo_dir"], version))
+    pin_version(REQUIREMENTS_DEV, "vertex-trainer-tools", version)
+    pin_version(REQUIREMENTS, "vertex-trainer-runtime", version)
+    template, clone = CONTEXT["template"], CONTEXT["repo_dir"]
+    write_source("TOOLS_SOURCE", package_source(template, clone, version, TOOLS_FOLDER))
+    write_source("RUNTIME_SOURCE", package_source(template, clone, version, RUNTIME_FOLDER))
     return 0
 
 

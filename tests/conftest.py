@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -16,9 +15,6 @@ CONTEXT = json.loads((TEMPLATE / "cookiecutter.json").read_text())
 FRAMEWORKS = CONTEXT["framework"]
 BASE_IMAGES = CONTEXT["base_image"]
 PROJECT_TEMPLATE = TEMPLATE / "{{cookiecutter.project_slug}}"
-# The trainer modules every variant shares (runtime, checkpoints, cli, context, hptune) are plain,
-# framework-free Python: tests/test_trainer_*.py import them from the template as ``trainer``.
-sys.path.insert(0, str(PROJECT_TEMPLATE))
 # A pip constraints file for every environment the suite builds: torch must resolve to the
 # local CPU build, never to a CUDA build from the index.
 CONSTRAINTS = TEMPLATE / "tests" / "constraints.txt"

@@ -37,9 +37,21 @@ MUST_HAVE = {
     "trainer/__init__.py",
     "trainer/task.py",
     "trainer/train.py",
-    "trainer/runtime.py",
-    "trainer/checkpoints.py",
-    "trainer/hptune.py",
+    "trainer/flags.py",
+}
+# The runtime every trainer imports is the vertex-trainer-runtime package, not project files.
+MUST_NOT_HAVE = {
+    f"trainer/{name}.py"
+    for name in (
+        "runtime",
+        "checkpoints",
+        "tracking",
+        "cli",
+        "publisher",
+        "preemption",
+        "context",
+        "hptune",
+    )
 }
 
 
@@ -65,6 +77,7 @@ def test_bakes_exact_file_set(baked, case):
     files = files_under(project)
     assert files == expected_files(case["framework"])
     assert MUST_HAVE <= files
+    assert not MUST_NOT_HAVE & files
     assert not (project / "variants").exists()
 
 

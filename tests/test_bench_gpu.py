@@ -254,7 +254,8 @@ def test_the_kit_downloads_exactly_its_wheels_for_the_vm_and_bakes_both_projects
     monkeypatch.setattr(gpu.bench, "bake", lambda fw, dest: baked.append(fw))
     assert gpu.make_kit(tmp_path / "kit") == 0
     wanted = [command[-1] for command in commands]
-    assert wanted == gpu.KIT_WHEELS
+    runtime = str(gpu.bench.TEMPLATE / "vertex-trainer-runtime")  # the trainers' runtime, built
+    assert wanted == [*gpu.KIT_WHEELS, runtime]
     assert "xgboost==3.4.1" in wanted and "datasets==5.2.0" in wanted
     for command in commands:
         assert "--no-deps" in command

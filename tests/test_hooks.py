@@ -498,8 +498,11 @@ def test_post_gen_pins_the_tools_and_names_no_source_for_a_local_checkout(tmp_pa
     project = bake(tmp_path)
     pins = (project / "requirements-dev.txt").read_text().splitlines()
     assert f"vertex-trainer-tools=={CONTEXT['_tools_version']}" in pins
+    runtime_pins = (project / "requirements.txt").read_text().splitlines()
+    assert f"vertex-trainer-runtime=={CONTEXT['_tools_version']}" in runtime_pins
     makefile = (project / "Makefile").read_text().splitlines()
     assert "TOOLS_SOURCE ?=" in makefile  # `make demo` names the checkout on its command line
+    assert "RUNTIME_SOURCE ?=" in makefile
 
 
 def test_post_gen_installs_a_cloned_template_from_its_commit_until_a_release_exists(tmp_path):
@@ -513,13 +516,15 @@ def test_post_gen_installs_a_cloned_template_from_its_commit_until_a_release_exi
     subprocess.run([*git, "remote", "add", "origin", url], check=True)
     commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     template = "gh:acme/cookiecutter-vertex-trainer"
-    source = hook.tools_source(template, str(clone), "1.2.3")
+    source = hook.package_source(template, str(clone), "1.2.3")
     assert source == f"git+{url}@{commit.strip()}#subdirectory=vertex-trainer-tools"
+    runtime = hook.package_source(template, str(clone), "1.2.3", hook.RUNTIME_FOLDER)
+    assert runtime == f"git+{url}@{commit.strip()}#subdirectory=vertex-trainer-runtime"
     subprocess.run([*git, "tag", "tools-v1.2.3"], check=True)
-    assert hook.tools_source(template, str(clone), "1.2.3") == ""
+    assert hook.package_source(template, str(clone), "1.2.3") == ""
     # cruft gives hooks no clone: the release from the index; a local template never a path.
-    assert hook.tools_source(template, "", "1.2.3") == ""
-    assert hook.tools_source(str(clone), str(clone), "4.5.6") == ""
+    assert hook.package_source(template, "", "1.2.3") == ""
+    assert hook.package_source(str(clone), str(clone), "4.5.6") == ""
 
 
 def cli_bake(output_dir, *answers: str) -> subprocess.CompletedProcess:

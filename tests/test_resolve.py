@@ -41,7 +41,8 @@ def test_make_install_resolves_without_backtracking(baked, fresh_python, tmp_pat
     report = tmp_path / "report.json"
     command = [str(fresh_python), "-m", "pip", "install", "--dry-run", "--ignore-installed"]
     command += ["--report", str(report), "-r", "requirements.txt", "-r", "requirements-dev.txt"]
-    command += [str(TEMPLATE / "vertex-trainer-tools")]  # as `make demo` passes TOOLS_SOURCE
+    # As `make demo` passes TOOLS_SOURCE and RUNTIME_SOURCE.
+    command += [str(TEMPLATE / "vertex-trainer-tools"), str(TEMPLATE / "vertex-trainer-runtime")]
     result = subprocess.run(
         command, cwd=project, env=pip_env(), capture_output=True, text=True, timeout=900
     )

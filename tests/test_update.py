@@ -76,8 +76,9 @@ def test_cruft_update_brings_template_changes_into_a_baked_project(tmp_path):
 
 
 def test_a_new_tools_version_reaches_a_project_as_one_changed_pin(tmp_path):
-    """Version N -> N+1 where only the package changed: the user's trainer edits stay, and the
-    update is the pin in requirements-dev.txt (the tools are not copied into projects)."""
+    """Version N -> N+1 where only the packages changed: the user's trainer edits stay, and the
+    update is the pins in requirements-dev.txt (the tools) and requirements.txt (the runtime):
+    neither package is copied into projects."""
     template, project = template_and_project(tmp_path)
     version = re.search(r"vertex-trainer-tools==(\S+)", read(project / "requirements-dev.txt"))
     assert version, "requirements-dev.txt pins the tools package"
@@ -88,6 +89,9 @@ def test_a_new_tools_version_reaches_a_project_as_one_changed_pin(tmp_path):
     commit_all(project, "user change")
     init = template / "vertex-trainer-tools" / "src" / "vertex_trainer_tools" / "__init__.py"
     init.write_text(read(init).replace(f'"{version.group(1)}"', '"99.0.0"'))
+    runtime_init = template / "vertex-trainer-runtime" / "src" / "vertex_trainer_runtime"
+    runtime_init = runtime_init / "__init__.py"
+    runtime_init.write_text(read(runtime_init).replace(f'"{version.group(1)}"', '"99.0.0"'))
     # The template pins the version cookiecutter.json names (_tools_version): bumped with it.
     context = template / "cookiecutter.json"
     context.write_text(read(context).replace(f'"{version.group(1)}"', '"99.0.0"'))
@@ -98,10 +102,13 @@ def test_a_new_tools_version_reaches_a_project_as_one_changed_pin(tmp_path):
     run([*CRUFT, "update", "--skip-apply-ask"], project)
     changed = sorted(run(["git", "status", "--porcelain"], project).split()[1::2])
     # .cruft.json and .cookiecutter.json record the template commit the project now follows.
-    assert changed == [".cookiecutter.json", ".cruft.json", "requirements-dev.txt"], changed
+    expected = [".cookiecutter.json", ".cruft.json", "requirements-dev.txt", "requirements.txt"]
+    assert changed == expected, changed
     assert "vertex-trainer-tools==99.0.0" in read(project / "requirements-dev.txt")
+    assert "vertex-trainer-runtime==99.0.0" in read(project / "requirements.txt")
     assert "# my own change" in read(train)
     assert not (project / "vertex-trainer-tools").exists() and not (project / "tools").exists()
+    assert not (project / "vertex-trainer-runtime").exists()
 
 
 def read(path: Path) -> str:

@@ -21,6 +21,10 @@ HERE = Path(__file__).parent
 # packages that share one module folder: `xgboost-cpu` (requirements.txt, local and CPU images)
 # and `xgboost` (CUDA images and the prebuilt container); the package must add neither.
 PROVIDED_BY_ENVIRONMENT = ("torch", "tensorflow", "xgboost", "xgboost-cpu")
+# The trainer's runtime (requirements.txt pins it) reaches Vertex beside the trainer, not through
+# the index: `make submit PACKAGE=1` sends its sdist with the trainer's and the image installs it
+# from a wheel, so an unreleased version, on no index, never stops pip.
+SENT_BESIDE = ("vertex-trainer-runtime",)
 # Caps for the prebuilt executor images (Python 3.10, PyTorch 2.4): newer releases need a newer
 # framework than the image has (transformers 5.15+ asks torch >= 2.6).
 EXECUTOR_CAPS = {"transformers": 'transformers<5.15; python_version < "3.11"'}
@@ -32,7 +36,7 @@ def requirements() -> list[str]:
     result = []
     for line in wanted:
         name = package_name(line)
-        if name in PROVIDED_BY_ENVIRONMENT:
+        if name in PROVIDED_BY_ENVIRONMENT or name in SENT_BESIDE:
             continue
         result.append(re.sub(r"\[[^\]]*\]", without_framework_extras, line, count=1))
         if name in EXECUTOR_CAPS:

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from trainer import runtime
+from vertex_trainer_runtime import runtime
 
 from conftest import PROJECT
 
@@ -120,7 +120,7 @@ def test_replica_env_matches_the_contract_field_by_field(case):
 
 @pytest.mark.parametrize("case", ENV_CASES, ids=list(ENV_CASES))
 def test_trainer_runtime_reads_back_what_the_runner_sets(case):
-    """The runner and trainer/runtime.py agree on every replica's role and output dirs."""
+    """The runner and vertex_trainer_runtime.runtime agree on each replica's role and dirs."""
     sizes, trial = ENV_CASES[case]
     job = job_spec.make_job(sizes, BASE, trial=trial, job_id=JOB_ID)
     for pool, index in job.replicas:

@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainer import checkpoints
+from vertex_trainer_runtime import checkpoints
 
 from conftest import PROJECT
+from vertex_trainer_tools import contract
 
 cli = importlib.import_module("vertex_trainer_tools.local_run.cli")
 folders = importlib.import_module("vertex_trainer_tools.local_run.folders")
@@ -253,7 +254,7 @@ def test_latest_is_a_text_file_where_symlinks_are_unavailable(tmp_path, monkeypa
 
 def test_the_drill_counts_complete_checkpoints_in_any_layout(tmp_path):
     """One folder per job (XGBoost, PyTorch) or per task (Keras): the runner asks the marker
-    protocol of trainer/checkpoints.py instead of knowing a framework's layout."""
+    protocol of vertex_trainer_runtime.checkpoints instead of knowing a framework's layout."""
     root = tmp_path / "checkpoints"
     layout = {
         "checkpoint-1": True,
@@ -266,10 +267,10 @@ def test_the_drill_counts_complete_checkpoints_in_any_layout(tmp_path):
         (root / folder).mkdir(parents=True)
         if complete:
             (root / folder / checkpoints.MARKER).write_text("{}")
-    marked = checkpoints.marked_complete(str(root))
-    found = [Path(checkpoint.path).relative_to(root).as_posix() for checkpoint in marked]
+    marked = contract.marked_complete(str(root))
+    found = [Path(path).relative_to(root).as_posix() for path in marked]
     assert found == ["checkpoint-1", "chief-0/checkpoint-2", "worker-0/checkpoint-2"]
-    assert checkpoints.marked_complete(str(tmp_path / "none")) == []
+    assert contract.marked_complete(str(tmp_path / "none")) == []
 
 
 # --- the Makefile passes the job-folder choices on -------------------------------------------
@@ -305,7 +306,7 @@ def test_required_distributions_are_read_without_versions_extras_or_markers(tmp_
 
 
 def test_a_python_that_imports_the_module_passes_the_import_check():
-    assert preflight.check(PROJECT, module="trainer.runtime") == ""
+    assert preflight.check(PROJECT, module="trainer.flags") == ""
 
 
 def bare_venv(folder: Path) -> str:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 import yaml
-from trainer import runtime
+from vertex_trainer_runtime import runtime
 
 from conftest import PROJECT
 from vertex_trainer_tools import containers, testing

@@ -71,7 +71,8 @@ def test_tensorboard_experiment_and_scheduling_reach_the_request(project, cloud)
 
 def test_an_experiment_gets_the_jobs_run_and_the_trainer_its_names(project, cloud):
     """submit makes the run (SDK: submit(experiment_run=) needs it) and names it in the env
-    that trainer/tracking.py reads; dry runs show the same; tuning studies get neither."""
+    that vertex_trainer_runtime.tracking reads; dry runs show the same; tuning studies get
+    neither."""
     data = cloud_values(RAW)
     data["job"].update(service_account="sa@demo-project-123.iam.gserviceaccount.com")
     data["job"].update(tensorboard="", experiment="new-experiment")

@@ -1,10 +1,11 @@
 """The entry point: ``python -m trainer.task [flags]``, locally, in the container and on Vertex.
 
 The flags come from ``trainer.flags`` (a ``Flags`` dataclass of sections: the shared ones of
-``trainer.cli`` and the framework's), the training loop from ``trainer.train``, called as
-``train.run(flags, ctx)`` (the contract: ``trainer.context``).
+``vertex_trainer_runtime.cli`` and the framework's), the training loop from ``trainer.train``,
+called as ``train.run(flags, ctx)`` (the contract: ``vertex_trainer_runtime.context``).
 Vertex appends hyperparameter-tuning trial values as ``--name=value``. Exit codes: 0 done,
-2 bad input, ``trainer.preemption.EXIT_CODE`` (143) saved on a preemption notice, else a crash.
+2 bad input, ``vertex_trainer_runtime.preemption.EXIT_CODE`` (143) saved on a preemption
+notice, else a crash.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import logging
 import sys
 
-from trainer import cli, context, flags, preemption, train
+from vertex_trainer_runtime import cli, context, preemption
+
+from trainer import flags, train
 
 
 def main(argv: list[str] | None = None) -> int:

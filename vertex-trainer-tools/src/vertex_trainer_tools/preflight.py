@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
+from vertex_trainer_runtime import cli as runtime_cli
+
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
 from vertex_trainer_tools.project import TRAINER_MODULE, project_root
@@ -83,14 +85,14 @@ def _is_trainer(name: str) -> bool:
     return name == "trainer" or name.startswith("trainer.")
 
 
-TRAINER_MODULES = ("cli", "flags", "metric")  # the framework-free ones the checks read
+TRAINER_MODULES = ("flags", "metric")  # the framework-free ones the checks read
 _imported: dict[tuple, tuple[dict[str, ModuleType], Trainer | None]] = {}
 
 
 def _imported_trainer(root: Path | None) -> tuple[dict[str, ModuleType], Trainer | None]:
-    """The project's ``trainer.cli``, ``trainer.flags`` and ``trainer.metric`` (those it has),
-    imported once per version of its ``trainer/*.py`` files (an edited file is read afresh),
-    and the ``Trainer`` that parses with them."""
+    """The project's ``trainer.flags`` and ``trainer.metric`` (those it has), imported once per
+    version of its ``trainer/*.py`` files (an edited file is read afresh), and the ``Trainer``
+    that parses with them and the runtime's shared flags (``vertex_trainer_runtime.cli``)."""
     root = root or project_root()
     folder = root / "trainer"
     if not (folder / "flags.py").is_file():
@@ -104,7 +106,7 @@ def _imported_trainer(root: Path | None) -> tuple[dict[str, ModuleType], Trainer
                 for name in TRAINER_MODULES
                 if (folder / f"{name}.py").is_file()
             }
-        trainer = Trainer(modules["flags"], modules["cli"]) if "cli" in modules else None
+        trainer = Trainer(modules["flags"], runtime_cli) if "flags" in modules else None
         _imported.clear()  # one project at a time
         _imported[version] = modules, trainer
     return _imported[version]
@@ -116,8 +118,8 @@ def trainer_modules(root: Path | None = None) -> dict[str, ModuleType]:
 
 
 def load_trainer(root: Path | None = None) -> Trainer | None:
-    """The project's ``trainer/flags.py`` and ``trainer/cli.py`` (framework-free), to parse
-    arguments as the trainer will; None for a project without them."""
+    """The project's ``trainer/flags.py`` with the runtime's shared flags (framework-free), to
+    parse arguments as the trainer will; None for a project without them."""
     return _imported_trainer(root)[1]
 
 

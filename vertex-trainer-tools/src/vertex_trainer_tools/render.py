@@ -4,7 +4,7 @@ gcloud YAML and submission (``submit.py`` sends them).
 - ``worker_pool_specs``: ``job.worker_pools`` (and ``job.reduction_server`` as pool 2) as the
   SDK's snake_case dicts;
 - ``experiment_run``/``experiment_env``: the job's Experiment run and the env that names it to
-  the trainer (``trainer/tracking.py``);
+  the trainer (``vertex_trainer_runtime.tracking``);
 - ``run_options``: the keyword arguments of ``CustomJob.submit``/``HyperparameterTuningJob.run``
   (service account, network, scheduling: timeout, strategy, max wait, ...);
 - ``apply_run_options``: what the SDK sets from those options, for dry runs and gcloud YAML;

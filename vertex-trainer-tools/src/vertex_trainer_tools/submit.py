@@ -257,8 +257,8 @@ def create_study(cfg, hpt_job, options, credentials, endpoint: str | None) -> in
 
 def create_experiment_run(experiment: str, run: str) -> None:
     """The job's run, made before the job as ``submit(experiment_run=)`` needs; the chief logs
-    to it (``trainer/tracking.py``), resuming it after a restart. The experiment is made if
-    missing, without a backing TensorBoard (a billed resource)."""
+    to it (``vertex_trainer_runtime.tracking``), resuming it after a restart. The experiment is
+    made if missing, without a backing TensorBoard (a billed resource)."""
     from google.api_core import exceptions
     from google.cloud import aiplatform
 

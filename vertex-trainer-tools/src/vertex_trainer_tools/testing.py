@@ -102,6 +102,8 @@ FAKE_TRAINER = r'''
 """A stand-in for trainer.task: behaves as the test's flags say, records what it saw."""
 import argparse, json, os, shutil, signal, subprocess, sys, time
 
+from vertex_trainer_runtime import checkpoints, preemption  # the protocol trainers follow
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--state", required=True)
 parser.add_argument("--chief-seconds", type=float, default=0.3)
@@ -172,20 +174,18 @@ if attempt < args.chief_succeeds_on_attempt:
 if args.steps:
     root = os.environ["AIP_CHECKPOINT_DIR"]
     os.makedirs(root, exist_ok=True)
-    done = [int(n.split("-")[1]) for n in os.listdir(root)
-            if os.path.exists(os.path.join(root, n, "COMPLETE"))]
+    done = [c.step for c in checkpoints.list_checkpoints(root) if os.path.exists(c.marker)]
     start = max(done, default=0)
     print(f"resuming from step {start}", flush=True)
     for step in range(start + 1, args.steps + 1):
         time.sleep(0.3)
-        folder = os.path.join(root, f"checkpoint-{step}")
+        folder = checkpoints.path_for(root, step)
         os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "COMPLETE"), "w") as handle:
-            handle.write("{}")
+        checkpoints.mark_complete(folder, step)
         print(f"step {step}", flush=True)
         if notices:
             print(f"preemption notice: saved checkpoint-{step}", flush=True)
-            sys.exit(143)
+            sys.exit(preemption.EXIT_CODE)
         if args.keep:
             for old in range(1, step - args.keep + 1):
                 shutil.rmtree(os.path.join(root, f"checkpoint-{old}"), ignore_errors=True)

@@ -31,7 +31,8 @@ class _Refused(Exception):
 
 @dataclass(frozen=True)
 class Trainer:
-    """The project's ``trainer.flags`` and ``trainer.cli`` modules (imported by ``preflight``)."""
+    """The project's ``trainer.flags`` and the runtime's ``vertex_trainer_runtime.cli`` (imported
+    by ``preflight``)."""
 
     flags: ModuleType
     cli: ModuleType

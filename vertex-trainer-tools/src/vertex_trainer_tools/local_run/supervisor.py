@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from vertex_trainer_runtime import preemption
+
 from vertex_trainer_tools.local_run.drill import DEFAULT_GRACE, Drill
 from vertex_trainer_tools.local_run.job import replica_name
 from vertex_trainer_tools.local_run.launcher import POLL_SECONDS, Handle, Launcher
@@ -29,8 +31,8 @@ PERMANENT_EXIT_CODES = (2,)
 TAIL_LINES = 15
 # run()'s status when the job ended but the kill drill it was asked for never fired.
 DRILL_NOT_FIRED = 3
-# What a trainer exits with after it saved a checkpoint on SIGTERM (trainer.preemption).
-PREEMPTED_EXIT_CODE = 143
+# What a trainer exits with after it saved a checkpoint on SIGTERM.
+PREEMPTED_EXIT_CODE = preemption.EXIT_CODE
 
 
 def exit_text(code: int | None) -> str:

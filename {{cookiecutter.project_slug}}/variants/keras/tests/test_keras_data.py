@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import TINY, reported_epochs, train
+from vertex_trainer_runtime import cli
 
-from trainer import cli, data, tfds_data
+from trainer import data, tfds_data
 
 CLASSES = ("cats", "dogs", "zebras")
 

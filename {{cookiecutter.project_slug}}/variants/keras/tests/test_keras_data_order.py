@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, start, subprocess_env, wait_all
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import cluster_spec, free_ports
 
-from trainer import checkpoints, data, passes, resume, tfds_data
+from trainer import data, passes, resume, tfds_data
 
 
 def _numbered(size: int) -> data.Source:

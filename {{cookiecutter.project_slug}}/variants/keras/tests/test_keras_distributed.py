@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, reported_epochs, start, subprocess_env, wait_all
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import cluster_spec, free_ports
-
-from trainer import checkpoints
 
 pytestmark = pytest.mark.distributed
 

@@ -14,8 +14,9 @@ import sys
 import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, read_metrics, reported_epochs, subprocess_env
+from vertex_trainer_runtime import checkpoints
 
-from trainer import checkpoints, precision
+from trainer import precision
 
 GPUS = tf.config.list_physical_devices("GPU")
 NO_GPU = (

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import TINY, train
+from vertex_trainer_runtime import cli
 
-from trainer import cli, data, image_checks
+from trainer import data, image_checks
 
 
 def _pixels(seed: int = 0) -> np.ndarray:

@@ -10,9 +10,8 @@ import re
 import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import is_vertex_variable, run_local_job, with_reduction_server
-
-from trainer import checkpoints
 
 # One worker runs this module's tests (make test and test-all: --dist loadfile), so that the
 # uninterrupted job below is run once for the tests that read it.

@@ -14,8 +14,9 @@ import re
 
 import pytest
 from conftest import TINY
+from vertex_trainer_runtime import checkpoints
 
-from trainer import checkpoint_callback, checkpoints
+from trainer import checkpoint_callback
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -33,7 +34,8 @@ if os.environ.get("CLUSTER_SPEC") and any(k.startswith("DRILL_") for k in os.env
     import time
 
     from trainer import quiet  # noqa: F401  (TensorFlow imported quietly, as the trainer does)
-    from trainer import model, preemption, resume
+    from vertex_trainer_runtime import preemption
+    from trainer import model, resume
 
     EVAL_SECONDS = float(os.environ.get("DRILL_EVAL_SECONDS") or 0)
     KILL_WORKER_AT_STEP = int(os.environ.get("DRILL_KILL_WORKER_PART_AT_STEP") or 0)

@@ -9,9 +9,8 @@ import time
 import pytest
 import tensorflow as tf
 from conftest import TINY, reported_epochs, start, subprocess_env, train
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import kill, read_metrics
-
-from trainer import checkpoints
 
 
 def test_resumes_after_kill(tmp_path, metrics_file, caplog):

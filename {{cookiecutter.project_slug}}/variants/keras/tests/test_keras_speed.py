@@ -11,9 +11,10 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 from conftest import TINY, train
+from vertex_trainer_runtime import checkpoints
 
-from trainer import checkpoints, precision, throughput
 from trainer import model as models
+from trainer import precision, throughput
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import yaml
 from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import read_metrics
 
-from trainer import checkpoints
 from trainer import model as models
 
 # What importing TensorFlow prints by default (TensorFlow 2.17 on CPU): INFO banners and

@@ -13,8 +13,9 @@ import threading
 import time
 
 import tf_keras as keras
+from vertex_trainer_runtime import checkpoints, preemption
 
-from trainer import checkpoints, preemption, resume
+from trainer import resume
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ GRACE_SECONDS = 30.0
 
 class CheckpointCallback(keras.callbacks.Callback):
     """Saves at the end of every epoch, within epochs at least every ``minutes``, and at once
-    on a preemption ``notice`` (``trainer.preemption``; then training stops).
+    on a preemption ``notice`` (``vertex_trainer_runtime.preemption``; then training stops).
 
     A mid-epoch checkpoint records how many steps of its epoch were done; after a restart only
     the remaining steps of that epoch run (on the batches the interrupted run would have

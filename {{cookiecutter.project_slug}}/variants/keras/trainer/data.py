@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import tensorflow as tf
+from vertex_trainer_runtime import cli, runtime
 
-from trainer import cli, image_checks, runtime
+from trainer import image_checks
 
 logger = logging.getLogger(__name__)
 

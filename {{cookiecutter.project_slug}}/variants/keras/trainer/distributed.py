@@ -12,8 +12,9 @@ import logging
 import os
 
 import tensorflow as tf
+from vertex_trainer_runtime import cli, runtime
 
-from trainer import cli, resume, runtime
+from trainer import resume
 
 logger = logging.getLogger(__name__)
 

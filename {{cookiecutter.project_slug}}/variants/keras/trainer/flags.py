@@ -1,4 +1,5 @@
-"""The flags of ``python -m trainer.task``: the shared ones of ``trainer.cli`` and this trainer's.
+"""The flags of ``python -m trainer.task``: the shared ones (``vertex_trainer_runtime.cli``) and
+this trainer's.
 
 Framework-free on purpose: the tools (``make check``, ``make submit-hpt``, the local emulator)
 import it to know the trainer's flags, so a study parameter or a ``job.args`` flag the trainer
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from trainer import cli
+from vertex_trainer_runtime import cli
 
 DEFAULT_IMAGE_SIZE = 224
 SYNTHETIC_IMAGE_SIZE = 32

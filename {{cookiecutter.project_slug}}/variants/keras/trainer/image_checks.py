@@ -15,8 +15,7 @@ import struct
 from collections.abc import Iterator
 
 import tensorflow as tf
-
-from trainer import cli
+from vertex_trainer_runtime import cli
 
 logger = logging.getLogger(__name__)
 

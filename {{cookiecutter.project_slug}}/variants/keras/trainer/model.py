@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import tensorflow as tf
 import tf_keras as keras
+from vertex_trainer_runtime import cli
 
-from trainer import cli, data, flags
+from trainer import data, flags
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)

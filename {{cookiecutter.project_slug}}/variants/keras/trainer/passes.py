@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
-
-from trainer import cli
+from vertex_trainer_runtime import cli
 
 if TYPE_CHECKING:
     from trainer.data import Source

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 import tf_keras as keras
+from vertex_trainer_runtime import checkpoints, cli, publisher, runtime
 
-from trainer import checkpoints, cli, precision, publisher, runtime, throughput
+from trainer import precision, throughput
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import tensorflow as tf
+from vertex_trainer_runtime import cli
 
-from trainer import cli
 from trainer.data import TFDS_PREFIX, Source, run_here
 
 # Decoded records, not small keys like the other sources' (data.SHUFFLE_BUFFER): a smaller

@@ -16,24 +16,20 @@ from trainer import quiet  # noqa: F401
 
 # isort: split
 import tf_keras as keras
+from vertex_trainer_runtime import checkpoints, cli, hptune, preemption, tracking
+from vertex_trainer_runtime.context import RunContext
 
 from trainer import (
     checkpoint_callback,
-    checkpoints,
-    cli,
     data,
     distributed,
-    hptune,
     image_checks,
     model,
     passes,
     precision,
-    preemption,
     resume,
     throughput,
-    tracking,
 )
-from trainer.context import RunContext
 from trainer.flags import DEFAULT_IMAGE_SIZE, SYNTHETIC_IMAGE_SIZE
 from trainer.metric import METRIC
 

@@ -202,7 +202,7 @@ def sigterm_drill_2_replicas(tiny_bert, csv_data, vertex_project, tmp_path_facto
     runner_args = ["--replicas=2", "--kill-after=checkpoint", f"--kill-replica={CHIEF}"]
     runner_args += ["--kill-signal=TERM", f"--kill-grace={GRACE:g}"]
     runner_args += ["--restart-job-on-worker-restart"]
-    from trainer.preemption import DRILL_STEP_SECONDS_ENV
+    from vertex_trainer_runtime.preemption import DRILL_STEP_SECONDS_ENV
 
     job = _emulated_job(
         tmp_path_factory.mktemp("sigterm-drill"),

@@ -14,8 +14,9 @@ import logging
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from vertex_trainer_runtime import cli
 
-from trainer import cli, data, flags
+from trainer import data, flags
 
 ROWS = 200  # enough rows that one odd label is rare
 

@@ -6,9 +6,10 @@ import json
 
 import pytest
 from conftest import base_args, start, wait
+from vertex_trainer_runtime import checkpoints, cli, runtime
 from vertex_trainer_tools.testing import cluster_spec, free_ports, kill, read_metrics
 
-from trainer import checkpoints, cli, distributed, flags, runtime
+from trainer import distributed, flags
 
 pytestmark = pytest.mark.distributed
 

@@ -25,9 +25,10 @@ from conftest import (
     wait,
     write_csv,
 )
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import read_metrics
 
-from trainer import checkpoints, throughput
+from trainer import throughput
 
 
 def _no_cuda_reason() -> str:

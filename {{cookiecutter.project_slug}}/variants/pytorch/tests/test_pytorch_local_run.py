@@ -12,10 +12,9 @@ import sys
 
 import pytest
 from conftest import DRILL_STEPS, PROJECT, TWO_REPLICA_JOBS, base_args
+from vertex_trainer_runtime import checkpoints
+from vertex_trainer_runtime.preemption import DRILL_STEP_SECONDS_ENV
 from vertex_trainer_tools.testing import run_local_job
-
-from trainer import checkpoints
-from trainer.preemption import DRILL_STEP_SECONDS_ENV
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 

@@ -10,10 +10,11 @@ import signal
 
 import pytest
 from conftest import base_args
+from vertex_trainer_runtime import checkpoints
+from vertex_trainer_runtime.preemption import EXIT_CODE
 from vertex_trainer_tools.testing import read_metrics
 
-from trainer import checkpoints, resume, task
-from trainer.preemption import EXIT_CODE
+from trainer import resume, task
 
 STEPS = 6
 
@@ -50,8 +51,7 @@ def test_the_flags_of_one_process_are_its_own():
 
 def test_a_notice_at_a_step_end_saves_that_step_and_the_last_step_saves_before_evaluating():
     from transformers import TrainerControl, TrainerState
-
-    from trainer import preemption
+    from vertex_trainer_runtime import preemption
 
     notice = preemption.Notice()
     mirror = resume.MirrorCheckpoints("unused", minutes=0, notice=notice)

@@ -21,9 +21,8 @@ from conftest import (
     sigterm_drill_args,
     write_csv,
 )
-
-from trainer import checkpoints
-from trainer.preemption import DRILL_STEP_SECONDS_ENV
+from vertex_trainer_runtime import checkpoints
+from vertex_trainer_runtime.preemption import DRILL_STEP_SECONDS_ENV
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 

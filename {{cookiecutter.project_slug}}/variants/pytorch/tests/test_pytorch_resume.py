@@ -13,9 +13,10 @@ import time
 
 import pytest
 from conftest import PROJECT, base_args, start, trainer_env, wait
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import free_port, kill, read_metrics
 
-from trainer import checkpoints, task
+from trainer import task
 
 STEPS_PER_EPOCH = 4  # --max-train-samples=64 with --batch-size=16
 

@@ -232,7 +232,7 @@ def test_a_failing_torchrun_worker_ends_at_once_with_its_reason(raised, code, sa
     """No Python teardown after a failure (it can hang on the process group): the exit code and
     the reason, with the traceback for anything but bad input."""
     program = (
-        "from trainer import cli, distributed\n"
+        "from vertex_trainer_runtime import cli\nfrom trainer import distributed\n"
         "def train():\n"
         f"    raise {raised}\n"
         "distributed.run_worker(train)\n"

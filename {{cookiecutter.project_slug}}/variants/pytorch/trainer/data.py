@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import datasets
 import numpy as np
 import pyarrow.compute as pc
+from vertex_trainer_runtime import cli
 
-from trainer import cli
 from trainer.input_files import load_files
 from trainer.labels import class_names, label_mapper
 

@@ -2,11 +2,11 @@
 
 Vertex starts the container's entry point once per replica with ``CLUSTER_SPEC``. The replicas
 of worker pools 0 and 1 are the nodes of the job (pool 2 is the Reduction Server, pool 3
-evaluators); ``trainer.runtime`` turns the spec into the node count, this node's rank and the
-chief's address. This module hands those to ``torch.distributed.run`` (what ``torchrun`` runs),
-which starts ``python -m trainer.task`` once per local GPU (once on a CPU machine) with
-``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` set per process. Vertex's own ``WORLD_SIZE``/``RANK``
-count nodes, so they are never used directly.
+evaluators); ``vertex_trainer_runtime.runtime`` turns the spec into the node count, this
+node's rank and the chief's address. This module hands those to ``torch.distributed.run``
+(what ``torchrun`` runs), which starts ``python -m trainer.task`` once per local GPU (once on a
+CPU machine) with ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` set per process. Vertex's own
+``WORLD_SIZE``/``RANK`` count nodes, so they are never used directly.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 import torch
-
-from trainer import cli, preemption, runtime
+from vertex_trainer_runtime import cli, preemption, runtime
 
 logger = logging.getLogger(__name__)
 

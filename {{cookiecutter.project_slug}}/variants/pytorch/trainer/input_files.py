@@ -17,8 +17,7 @@ import os
 
 import datasets
 import pyarrow.parquet as pq
-
-from trainer import cli, runtime
+from vertex_trainer_runtime import cli, runtime
 
 _BUILDERS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 _READ_CHUNK = 1 << 20

@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 
 import datasets
-
-from trainer import cli
+from vertex_trainer_runtime import cli
 
 # A class with at most this many rows, and under RARE_LABEL_SHARE of them, looks like a typo
 # (one "x" among thousands of 0/1 labels would train a 3-class model): it is refused unless

@@ -17,8 +17,7 @@ from collections.abc import Iterable
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging as hf_logging
-
-from trainer import checkpoints, cli, runtime
+from vertex_trainer_runtime import checkpoints, cli, runtime
 
 logger = logging.getLogger(__name__)
 

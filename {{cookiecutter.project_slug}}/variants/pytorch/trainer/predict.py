@@ -14,8 +14,9 @@ import sys
 
 import torch
 from transformers import AutoModelForSequenceClassification
+from vertex_trainer_runtime import cli
 
-from trainer import cli, input_files
+from trainer import input_files
 from trainer import model as models
 
 

@@ -1,4 +1,4 @@
-"""PyTorch's side of a preemption notice (``trainer.preemption``): stop within two steps.
+"""PyTorch's side of a preemption notice (``vertex_trainer_runtime.preemption``): stop in 2 steps.
 
 Every rank must save the same step, even when only one VM got SIGTERM. So under DDP the ranks
 share their flags ("did my replica get SIGTERM?", "is a timed save due on rank 0?") at every
@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-
-from trainer import preemption
+from vertex_trainer_runtime import preemption
 
 
 def distributed() -> bool:

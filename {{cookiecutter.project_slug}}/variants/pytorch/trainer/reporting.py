@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 
 from transformers import Trainer, TrainerCallback
+from vertex_trainer_runtime import cli, hptune, tracking
+from vertex_trainer_runtime.context import OutputDir
 
-from trainer import cli, hptune, tracking
-from trainer.context import OutputDir
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)

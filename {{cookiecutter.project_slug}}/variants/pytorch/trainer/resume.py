@@ -4,9 +4,10 @@
 crashes on a truncated ``trainer_state.json``, weights file or ``optimizer.pt`` (or an empty
 newer ``checkpoint-N``) and silently starts a fresh optimizer when ``optimizer.pt`` is missing.
 So the Trainer writes to local disk, :class:`MirrorCheckpoints` copies each finished checkpoint
-to the checkpoint dir with the ``COMPLETE`` marker of ``trainer.checkpoints``, in the background
-(``trainer.publisher``: training goes on while it crosses to ``/gcs/``), and at start the
-newest checkpoint that has its marker and passes :func:`validate` is copied back to local disk.
+to the checkpoint dir with the ``COMPLETE`` marker of ``vertex_trainer_runtime.checkpoints``,
+in the background (``vertex_trainer_runtime.publisher``: training goes on while it crosses to
+``/gcs/``), and at start the newest checkpoint that has its marker and passes :func:`validate`
+is copied back to local disk.
 
 On a job of several nodes each rank writes its own RNG state (``rng_state_<rank>.pth``) into
 its node's local checkpoint; every node adds its ranks' files to the published checkpoint
@@ -26,8 +27,9 @@ import tempfile
 import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
+from vertex_trainer_runtime import checkpoints, preemption, publisher
 
-from trainer import checkpoints, preemption, preemption_hook, publisher
+from trainer import preemption_hook
 
 logger = logging.getLogger(__name__)
 

@@ -22,10 +22,11 @@ import torch
 import torch.distributed as dist
 from transformers import TrainingArguments, set_seed
 from transformers.utils import logging as hf_logging
+from vertex_trainer_runtime import cli, preemption
+from vertex_trainer_runtime.context import RunContext
 
-from trainer import cli, data, distributed, preemption
+from trainer import data, distributed
 from trainer import model as models
-from trainer.context import RunContext
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
@@ -187,7 +188,9 @@ def _argmax(logits, labels):
 def _train(args, ctx: RunContext, work_dir: str) -> int:
     # Imported here, not at the top: they import transformers' Trainer (seconds), which a
     # replica that only launches torchrun workers never uses; each of its starts is shorter.
-    from trainer import batches, preemption_hook, reporting, resume, throughput, tracking
+    from vertex_trainer_runtime import tracking
+
+    from trainer import batches, preemption_hook, reporting, resume, throughput
 
     # SIGTERM (a preemption; torchrun's agent forwards it): save at an agreed step, exit. Until
     # training starts there is nothing to save and SIGTERM ends the process at once, also when

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import FAST, run_in_process, run_trainer
+from vertex_trainer_runtime import cli
 
-from trainer import cli, data
+from trainer import data
 from trainer import schema as schemas
 
 

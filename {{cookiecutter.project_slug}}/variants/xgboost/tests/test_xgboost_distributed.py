@@ -17,9 +17,10 @@ from conftest import (
     start_trainer,
     trainer_env,
 )
+from vertex_trainer_tools import contract
 from vertex_trainer_tools.testing import cluster_spec, free_ports, kill, read_metrics
 
-from trainer import checkpoints, data, distributed
+from trainer import data, distributed
 
 pytestmark = pytest.mark.distributed
 
@@ -158,7 +159,7 @@ def test_a_worker_whose_chief_stopped_answering_exits_within_the_grace_period(tm
     chief, worker = processes["chief"], processes["worker"]
     try:
         deadline = time.monotonic() + TIMEOUT_S
-        while not checkpoints.marked_complete(str(tmp_path / "chief" / "checkpoints")):
+        while not contract.marked_complete(str(tmp_path / "chief" / "checkpoints")):
             assert chief.poll() is None and worker.poll() is None, (
                 tmp_path / "chief.log"
             ).read_text()

@@ -13,8 +13,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from vertex_trainer_runtime import cli
 
-from trainer import cli, data
+from trainer import data
 from trainer import schema as schemas
 
 # --- the hostile data set: bad training and eval files, each refused with its one line -------

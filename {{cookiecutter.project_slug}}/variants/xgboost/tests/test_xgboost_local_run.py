@@ -8,9 +8,8 @@ import re
 
 import pytest
 from conftest import FAST, IMAGE_PACKAGES, load_model
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import run_local_job
-
-from trainer import checkpoints
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -118,7 +117,8 @@ def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
 
 # --- issue 25: a Spot preemption costs at most one round, at real round times ---------------
 
-STEP_ENV = "VERTEX_TRAINER_DRILL_STEP_SECONDS"  # trainer.preemption: drills' seconds per round
+# vertex_trainer_runtime.preemption: the drills' seconds per round
+STEP_ENV = "VERTEX_TRAINER_DRILL_STEP_SECONDS"
 GRACE_S = 30  # Compute Engine's: SIGKILL this long after the SIGTERM
 
 

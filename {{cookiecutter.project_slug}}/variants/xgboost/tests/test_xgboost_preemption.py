@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from trainer import preemption
+from vertex_trainer_runtime import preemption
+
 from trainer.preemption_hook import ExitBeforeTheVMStops
 
 

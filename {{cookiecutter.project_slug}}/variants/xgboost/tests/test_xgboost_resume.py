@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
 import time
 
 import numpy as np
@@ -20,9 +21,10 @@ from conftest import (
     start_trainer,
     trainer_env,
 )
+from vertex_trainer_runtime import checkpoints, preemption
 from vertex_trainer_tools.testing import is_vertex_variable, kill, read_metrics
 
-from trainer import checkpoints, data
+from trainer import data
 from trainer import schema as schemas
 
 
@@ -250,9 +252,7 @@ def test_notice_during_an_evaluation_or_a_checkpoint_write_saves_that_round(
     """Two SIGTERMs while round 10 is evaluated (its metric report) or its checkpoint written:
     that round is saved complete, the run exits 143, and the rerun ends with the trees of an
     uninterrupted run: not a round lost, the second signal changes nothing."""
-    import signal
-
-    from trainer import model, preemption, resume, task
+    from trainer import model, resume, task
 
     for name in list(os.environ):
         if is_vertex_variable(name):

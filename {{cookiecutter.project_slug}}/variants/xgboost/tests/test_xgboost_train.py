@@ -24,9 +24,10 @@ from conftest import (
     run_trainer,
     trainer_env,
 )
+from vertex_trainer_runtime import cli
 from vertex_trainer_tools.testing import read_metrics
 
-from trainer import cli, flags, objectives
+from trainer import flags, objectives
 
 
 def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_path, experiment_run):

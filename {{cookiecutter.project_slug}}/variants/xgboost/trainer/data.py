@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from vertex_trainer_runtime.cli import InputError
 
-from trainer.cli import InputError
 from trainer.row_plan import RowPlan, _hashed_rows_held_out
 from trainer.tabular_files import _concat, _read_range, count_rows, list_files, read_file
 

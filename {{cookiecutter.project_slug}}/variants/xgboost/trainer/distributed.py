@@ -1,6 +1,6 @@
 """XGBoost's own collective across Vertex replicas: a tracker on the chief, every replica a worker.
 
-Vertex gives each replica ``CLUSTER_SPEC`` (read by ``trainer.runtime``). The chief
+Vertex gives each replica ``CLUSTER_SPEC`` (read by ``vertex_trainer_runtime.runtime``). The chief
 (workerpool0, rank 0) runs XGBoost's ``RabitTracker`` on its own address and port from that
 spec; every training replica, the chief included, then joins the group with its node rank as
 task id, so XGBoost's ranks equal the Vertex node ranks. Histograms, quantile sketches and
@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from trainer import preemption, runtime
-from trainer.cli import InputError
+from vertex_trainer_runtime import preemption, runtime
+from vertex_trainer_runtime.cli import InputError
 
 logger = logging.getLogger(__name__)
 

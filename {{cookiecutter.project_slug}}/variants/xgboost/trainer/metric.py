@@ -7,7 +7,9 @@ and ``make submit-hpt`` read it to check the study before any API call.
 
 from __future__ import annotations
 
-from trainer import cli, flags, objectives
+from vertex_trainer_runtime import cli
+
+from trainer import flags, objectives
 
 
 def reported_metric(trainer_args: list[str]) -> tuple[str, str]:

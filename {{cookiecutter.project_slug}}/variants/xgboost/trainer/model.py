@@ -11,10 +11,11 @@ import os
 import tempfile
 
 import xgboost as xgb
+from vertex_trainer_runtime import checkpoints, hptune, runtime, tracking
+from vertex_trainer_runtime.cli import InputError
 from xgboost.callback import TrainingCallback
 
-from trainer import checkpoints, hptune, runtime, throughput, tracking
-from trainer.cli import InputError
+from trainer import throughput
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainer.cli import InputError
+from vertex_trainer_runtime.cli import InputError
 
 # --objective shorthand -> XGBoost's objective.
 OBJECTIVES = {

@@ -1,4 +1,5 @@
-"""XGBoost's side of a preemption notice (``trainer.preemption``): stop at a round boundary.
+"""XGBoost's side of a preemption notice (``vertex_trainer_runtime.preemption``): stop between
+rounds.
 
 After every boosting round the replicas all-reduce (MAX) "did I get SIGTERM?" through XGBoost's
 own collective, so all of them stop after the same round even when one VM got the notice. The
@@ -20,9 +21,8 @@ import logging
 import threading
 
 import numpy as np
+from vertex_trainer_runtime import preemption
 from xgboost.callback import TrainingCallback
-
-from trainer import preemption
 
 logger = logging.getLogger(__name__)
 

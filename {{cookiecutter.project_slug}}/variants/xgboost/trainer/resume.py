@@ -1,7 +1,7 @@
 """Checkpoints of the booster and resume, at boosting-round granularity.
 
 A checkpoint is the whole booster (UBJSON) after some rounds, published with the complete-marker
-protocol of ``trainer.checkpoints``; a restarted run continues it with
+protocol of ``vertex_trainer_runtime.checkpoints``; a restarted run continues it with
 ``xgb.train(..., xgb_model=booster)`` for the remaining rounds only. The round count always comes
 from the loaded booster (``num_boosted_rounds()``), never from a file name. Early stopping keeps
 its state in the booster's ``best_iteration``/``best_score`` attributes, and a round's
@@ -21,9 +21,8 @@ import tempfile
 
 import numpy as np
 import xgboost as xgb
+from vertex_trainer_runtime import checkpoints, publisher, runtime
 from xgboost.callback import EarlyStopping, TrainingCallback
-
-from trainer import checkpoints, publisher, runtime
 
 logger = logging.getLogger(__name__)
 

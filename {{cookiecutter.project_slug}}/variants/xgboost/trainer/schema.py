@@ -13,8 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
-
-from trainer.cli import InputError
+from vertex_trainer_runtime.cli import InputError
 
 logger = logging.getLogger(__name__)
 

@@ -15,9 +15,8 @@ import os
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
-
-from trainer import runtime
-from trainer.cli import InputError
+from vertex_trainer_runtime import runtime
+from vertex_trainer_runtime.cli import InputError
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 DATA_SUFFIXES = (".csv", ".csv.gz") + PARQUET_SUFFIXES

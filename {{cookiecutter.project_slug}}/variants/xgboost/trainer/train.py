@@ -14,20 +14,11 @@ import time
 
 import pandas as pd
 import xgboost as xgb
+from vertex_trainer_runtime import cli, preemption, tracking
+from vertex_trainer_runtime.context import RunContext
 
-from trainer import (
-    cli,
-    data,
-    distributed,
-    model,
-    objectives,
-    preemption,
-    resume,
-    throughput,
-    tracking,
-)
+from trainer import data, distributed, model, objectives, resume, throughput
 from trainer import schema as schemas
-from trainer.context import RunContext
 from trainer.preemption_hook import ExitBeforeTheVMStops, StopOnNotice, stopped_early
 
 logger = logging.getLogger(__name__)

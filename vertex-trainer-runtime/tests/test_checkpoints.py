@@ -1,5 +1,5 @@
-"""The complete-marker protocol of ``trainer/checkpoints.py`` (the project template's, shared by
-every variant): resume only from checkpoints whose every file arrived."""
+"""The complete-marker protocol of ``vertex_trainer_runtime.checkpoints`` (every variant's):
+resume only from checkpoints whose every file arrived."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import logging
 import os
 
 import pytest
-from trainer import checkpoints
+
+from vertex_trainer_runtime import checkpoints
+
+
+def marked(root: str) -> list[checkpoints.Checkpoint]:
+    """The checkpoints under ``root`` whose marker exists, whole or not."""
+    return [c for c in checkpoints.list_checkpoints(root) if os.path.exists(c.marker)]
 
 
 def make_source(folder, content: bytes = b"weights") -> str:
@@ -134,14 +140,14 @@ def test_a_save_killed_while_writing_the_marker_leaves_no_marker(tmp_path, monke
     monkeypatch.setattr(checkpoints.json, "dump", killed_mid_write)
     with pytest.raises(KeyboardInterrupt):
         checkpoints.mark_complete(folder, step=12)
-    assert checkpoints.marked_complete(root) == []
+    assert marked(root) == []
     assert checkpoints.latest_complete(root) is None
     monkeypatch.undo()
     # The rerun saves the same step again; the leftover partial marker is not one of its files.
     checkpoint = checkpoints.publish(make_source(tmp_path / "again"), root, step=12)
     assert checkpoints.problem(checkpoint) is None
     assert checkpoints.PARTIAL_MARKER not in checkpoint.metadata()["files"]
-    assert checkpoints.marked_complete(root) == [checkpoint]
+    assert marked(root) == [checkpoint]
 
 
 def test_restore_copies_only_listed_files_into_a_fresh_folder(tmp_path):

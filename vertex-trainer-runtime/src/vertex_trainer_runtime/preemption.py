@@ -10,7 +10,7 @@ The handler only records the signal: logging or I/O from inside a signal handler
 stream the interrupted code was writing. A second SIGTERM (torchrun's agent forwards the one it
 gets to its workers) is recorded and ignored: the save goes on. If the VM is stopped before the
 save ends, the checkpoint has no ``COMPLETE`` marker (the marker is written last, see
-``trainer.checkpoints``) and a restart resumes from the one before.
+``vertex_trainer_runtime.checkpoints``) and a restart resumes from the one before.
 """
 
 from __future__ import annotations

@@ -1,15 +1,22 @@
-"""``trainer/publisher.py`` of the project template (shared by every variant): checkpoints are
-copied to the checkpoint dir in the background, marker last, one at a time, retried on failure."""
+"""``vertex_trainer_runtime.publisher`` (every variant's): checkpoints are copied to the checkpoint
+dir in the background, marker last, one at a time, retried on failure."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import threading
 
 import pytest
-from trainer import checkpoints, publisher
+
+from vertex_trainer_runtime import checkpoints, publisher
+
+
+def marked(root: str) -> list[checkpoints.Checkpoint]:
+    """The checkpoints under ``root`` whose marker exists, whole or not."""
+    return [c for c in checkpoints.list_checkpoints(root) if os.path.exists(c.marker)]
 
 
 def local_checkpoint(tmp_path, step: int, size: int = 1000) -> str:
@@ -63,7 +70,7 @@ def test_a_later_save_waits_for_the_publish_in_flight(tmp_path, gated_copy):
     gate.set()
     second.join(30)
     publishing.wait()
-    assert [c.step for c in checkpoints.marked_complete(root)] == [1, 2]
+    assert [c.step for c in marked(root)] == [1, 2]
     assert publishing.waited_seconds >= 0.4
 
 
@@ -96,7 +103,7 @@ def test_when_every_attempt_fails_no_marker_is_written_and_wait_raises(tmp_path,
     publishing.submit(local_checkpoint(tmp_path, 7), 7, owned=False)
     with pytest.raises(publisher.PublishError, match="No space left"):
         publishing.wait()
-    assert checkpoints.marked_complete(root) == []
+    assert marked(root) == []
     assert (tmp_path / "local-7").is_dir(), "a folder the caller owns is left to the caller"
     publishing.wait()  # the failure is raised once
 

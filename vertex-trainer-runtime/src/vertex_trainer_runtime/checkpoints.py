@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from trainer import runtime
+from vertex_trainer_runtime import runtime
 
 logger = logging.getLogger(__name__)
 
@@ -65,25 +65,6 @@ def list_checkpoints(root: str) -> list[Checkpoint]:
         if match and os.path.isdir(os.path.join(folder, name)):
             found.append(Checkpoint(int(match.group(1)), os.path.join(folder, name)))
     return sorted(found, key=lambda checkpoint: checkpoint.step)
-
-
-def marked_complete(root: str) -> list[Checkpoint]:
-    """Every checkpoint under ``root`` with a ``COMPLETE`` marker, at any depth.
-
-    For watchers outside the trainer (the local runner's kill drill): they need not know
-    whether a framework saves one checkpoint folder per job or one per task.
-    """
-    folder = _root(root)
-    found = []
-    for directory, subfolders, _ in os.walk(folder):
-        for name in list(subfolders):
-            match = _NAME.match(name)
-            if match:
-                subfolders.remove(name)  # a checkpoint's own files are not walked
-                path = os.path.join(directory, name)
-                if os.path.exists(os.path.join(path, MARKER)):
-                    found.append(Checkpoint(int(match.group(1)), path))
-    return sorted(found, key=lambda checkpoint: (checkpoint.step, checkpoint.path))
 
 
 def _files(folder: str) -> dict[str, int]:

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from trainer import checkpoints
+from vertex_trainer_runtime import checkpoints
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,13 @@
-"""The reader side of the Vertex contract, ``trainer/runtime.py`` of the project template (shared
-by every variant), against values shaped like real jobs send them."""
+"""The reader side of the Vertex contract, ``vertex_trainer_runtime.runtime`` (every variant's),
+against values shaped like real jobs send them."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from trainer import runtime
+
+from vertex_trainer_runtime import runtime
 
 # As observed in real jobs: `job` is a JSON-encoded string and extra keys such as open_ports appear.
 JOB_AS_STRING = json.dumps({"python_module": "", "package_uris": [], "job_args": []})

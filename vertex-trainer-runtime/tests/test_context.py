@@ -1,4 +1,4 @@
-"""``trainer/context.py`` of the project template (shared by every variant, plain Python): task.py
+"""``vertex_trainer_runtime.context`` (every variant's, plain Python): the trainer's task.py
 hands ``run`` one context with the replica's role, its output dirs as file paths and a reporter.
 The variant's side of the contract is checked in each generated project (tests/test_task.py)."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from trainer import cli, context, runtime
 from vertex_trainer_tools.testing import cluster_spec
+
+from vertex_trainer_runtime import cli, context, runtime
 
 NO_MOUNT = "gs://no-such-bucket-mounted-here"
 

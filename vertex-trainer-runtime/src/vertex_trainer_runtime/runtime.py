@@ -3,8 +3,9 @@
 Everything the trainer knows about the environment Vertex AI gives a training replica lives
 here: the ``AIP_*`` output directories, ``CLUSTER_SPEC`` and ``TF_CONFIG``, and the
 ``gs://`` <-> ``/gcs/`` (Cloud Storage FUSE) path mapping. Framework code asks this module and
-never reads those variables itself. The writer side (what the local emulator sets on each
-replica) is ``vertex_trainer_tools.contract``; the template's tests hold the two together.
+never reads those variables itself. The writer side (what Vertex, and the tools' local emulator,
+set on each replica) is :mod:`vertex_trainer_runtime.vertex_env`, built on the names and the
+:class:`Cluster` of this module.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``trainer/tracking.py`` of the project template against the REST stand-in of Vertex ML
+"""``vertex_trainer_runtime.tracking`` (every variant's) against the REST stand-in of Vertex ML
 Metadata: the chief's Experiment run gets the flags, each evaluation and the exported model's
 metric; nothing else logs, and a failing API costs one warning line."""
 
@@ -10,10 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from trainer import tracking
 from vertex_trainer_tools.experiments_stand_in import ExperimentsServer
 
-from conftest import PROJECT_TEMPLATE
+from vertex_trainer_runtime import tracking
 
 STORE = "projects/demo-project/locations/us-central1/metadataStores/default"
 ARGS = argparse.Namespace(learning_rate=0.01, epochs=2, fp16=False, eval_data=None, tags=["a"])
@@ -87,12 +86,12 @@ def test_workers_and_tuning_trials_send_nothing(options, caplog):
 
 def test_without_an_experiment_the_sdk_is_not_even_imported():
     code = (
-        "import argparse, sys; from trainer import tracking; "
+        "import argparse, sys; from vertex_trainer_runtime import tracking; "
         "t = tracking.start(argparse.Namespace(epochs=1), is_chief=True, environ={}); "
         "t.log_evaluation({'accuracy': 1.0}, 1); t.finish({'accuracy': 1.0}); "
         "assert not t.enabled and 'google.cloud.aiplatform' not in sys.modules"
     )
-    subprocess.run([sys.executable, "-c", code], cwd=PROJECT_TEMPLATE, check=True)
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_an_api_failing_mid_run_costs_one_warning_line(caplog):

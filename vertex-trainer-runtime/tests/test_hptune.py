@@ -1,10 +1,11 @@
-"""``trainer/hptune.py`` of the project template (shared by every variant): metric reporting writes
-the file Vertex reads, in cloudml-hypertune's format, chief only."""
+"""``vertex_trainer_runtime.hptune`` (every variant's): metric reporting writes the file Vertex
+reads, in cloudml-hypertune's format, chief only."""
 
 from __future__ import annotations
 
-from trainer import hptune
 from vertex_trainer_tools.testing import read_metrics
+
+from vertex_trainer_runtime import hptune
 
 
 def test_chief_reports_in_cloudml_hypertune_format(tmp_path, monkeypatch):

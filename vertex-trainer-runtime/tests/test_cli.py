@@ -1,5 +1,5 @@
-"""``trainer/cli.py`` of the project template (shared by every variant): flags parse the same
-whether a person or Vertex hyperparameter tuning writes them."""
+"""``vertex_trainer_runtime.cli`` (the flags every variant shares): flags parse the same whether a
+person or Vertex hyperparameter tuning writes them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import argparse
 import logging
 
 import pytest
-from trainer import cli
+
+from vertex_trainer_runtime import cli
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,6 +1,6 @@
-"""The preemption notice of ``trainer/preemption.py`` (the project template's, shared by every
-variant) with the complete-marker protocol of ``trainer/checkpoints.py``: SIGTERM is recorded,
-a second one does not stop a save, and a save that SIGKILL cuts short never has a marker."""
+"""The preemption notice of ``vertex_trainer_runtime.preemption`` (every variant's) with the
+complete-marker protocol of ``vertex_trainer_runtime.checkpoints``: SIGTERM is recorded, a second
+one does not stop a save, and a save that SIGKILL cuts short never has a marker."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import sys
 import textwrap
 import time
 
-from trainer import checkpoints, preemption
-
-from conftest import PROJECT_TEMPLATE
+from vertex_trainer_runtime import checkpoints, preemption
 
 
 def test_the_notice_records_sigterm_and_a_second_one_changes_nothing():
@@ -50,7 +48,7 @@ def test_replicas_agree_and_the_exit_line_says_what_was_saved():
 # /gcs/ mount) and exits 143; the test's signals arrive while it copies.
 SAVE_ON_NOTICE = """
 import os, shutil, sys, time
-from trainer import checkpoints, preemption
+from vertex_trainer_runtime import checkpoints, preemption
 
 root, local = sys.argv[1], sys.argv[2]
 checkpoints.publish(local, root, 1)
@@ -81,7 +79,6 @@ def _replica(tmp_path):
     root = tmp_path / "checkpoints"
     process = subprocess.Popen(
         [sys.executable, str(script), str(root), str(local)],
-        env={**os.environ, "PYTHONPATH": str(PROJECT_TEMPLATE)},
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
-from trainer import cli, hptune, runtime
+from vertex_trainer_runtime import cli, hptune, runtime
 
 
 @dataclass(frozen=True)
