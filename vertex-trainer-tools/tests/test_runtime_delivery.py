@@ -209,6 +209,7 @@ def test_eject_copies_the_runtime_into_the_project_and_the_build_carries_it(proj
     lines = after["Dockerfile"].splitlines()
     assert lines[lines.index("COPY trainer/ trainer/") + 1] == f"COPY {MODULE}/ {MODULE}/"
     assert f'"{MODULE}", "{MODULE}.*"' in after["setup.py"]
+    assert max(map(len, after["setup.py"].splitlines())) <= 100, "as ruff formats it"
     assert not list(project.glob(f".{MODULE}-*")), "no scratch folder left"
 
     sdist = submit_lib.build_sdist(project, project / "dist")

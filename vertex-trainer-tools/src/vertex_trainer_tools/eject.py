@@ -45,6 +45,14 @@ def planned_setup(project: Path) -> str | None:
             f'{SETUP}: no find_packages({TRAINER_ONLY}) to add "{MODULE}", "{MODULE}.*" to: '
             "add them to its packages yourself, then rerun"
         )
+    lines = text.splitlines(keepends=True)
+    for number, line in enumerate(lines):
+        if line.strip() == f"packages=find_packages({TRAINER_ONLY}),":  # the template's line
+            indent = line[: len(line) - len(line.lstrip())]
+            lines[number] = (
+                f"{indent}packages=find_packages(\n{indent}    {WITH_RUNTIME}\n{indent}),\n"
+            )
+            return "".join(lines)
     return text.replace(TRAINER_ONLY, WITH_RUNTIME, 1)
 
 
