@@ -264,3 +264,17 @@ def test_make_eject_runtime_runs_the_command(project, tmp_path):
     assert run.returncode == 0, run.stderr
     assert (project / MODULE / "__init__.py").is_file()
     assert run.stdout.startswith(f"Ejected {runtime_package.DISTRIBUTION} {VERSION} into {MODULE}/")
+
+
+def test_a_failure_while_ejecting_puts_back_what_was_written(project, capsys, monkeypatch):
+    before = tracked(project)
+
+    def refuse(self, target):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "rename", refuse)
+    code, _, lines = run_tools(capsys, "eject-runtime")
+    assert code == 1
+    assert lines == ["ERROR: ejecting the runtime failed: [Errno 28] No space left on device"]
+    assert tracked(project) == before and not (project / MODULE).exists()
+    assert not list(project.glob(f".{MODULE}-*")), "no scratch folder left"

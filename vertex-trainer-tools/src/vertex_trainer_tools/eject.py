@@ -108,8 +108,8 @@ def command(args: argparse.Namespace) -> int:
     originals = {path: path.read_text() for path in writes}
     with tempfile.TemporaryDirectory(prefix=f".{MODULE}-", dir=project) as scratch:
         staged = Path(scratch) / MODULE
-        shutil.copytree(source, staged, ignore=runtime_package.SKIPPED)
         try:
+            shutil.copytree(source, staged, ignore=runtime_package.SKIPPED)
             for path, text in writes.items():
                 path.write_text(text)
             staged.rename(target)
