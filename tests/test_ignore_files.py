@@ -134,3 +134,28 @@ def test_cloud_build_upload_has_no_secret_and_what_the_build_needs(project, tmp_
     assert {name for name in uploaded if name.startswith("trainer/")} == {
         name for name in baked_files(project) if name.startswith("trainer/")
     }
+
+
+def test_the_runtime_wheel_goes_to_docker_and_cloud_build_never_to_git(project, tmp_path):
+    """`make build` writes the runtime's wheel to wheels/ (see the Dockerfile's COPY wheel[s])."""
+    wheel = "wheels/vertex_trainer_runtime-0.1.0-py3-none-any.whl"
+    (project / "wheels").mkdir()
+    try:
+        (project / wheel).write_bytes(b"PK")
+        (project / "wheels/notes.txt").write_text("not for the image\n")
+        context = docker_context(project)
+        assert wheel in context and "wheels/notes.txt" not in context
+        subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+        rules = {
+            "gcloud": "\n".join(gcloud_patterns(project)) + "\n",
+            "git": (project / ".gitignore").read_text(),
+        }
+        ignored = {}
+        for name, text in rules.items():
+            (tmp_path / name).write_text(text)
+            check = ["git", "-c", f"core.excludesFile={tmp_path / name}", "check-ignore"]
+            found = subprocess.run([*check, "--no-index", "-q", wheel], cwd=tmp_path / "repo")
+            ignored[name] = found.returncode == 0
+        assert ignored == {"gcloud": False, "git": True}, "Cloud Build uploads it, git leaves it"
+    finally:
+        shutil.rmtree(project / "wheels")

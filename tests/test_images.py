@@ -39,6 +39,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from vertex_trainer_tools import runtime_package
 
 from conftest import bake
 
@@ -228,6 +229,7 @@ def built_images(base_image, wheels, tmp_path_factory):
 
 def build_image(framework, base_image, wheels, tmp_path_factory) -> tuple[str, Path, str]:
     project = bake(tmp_path_factory.mktemp(f"img-{framework}"), framework=framework, **CPU)
+    runtime_package.image_wheel(project)  # the pinned runtime's wheel, as `make build` writes it
     build_args = {"BASE_IMAGE": base_image, **wheels[0]}
     if framework == "pytorch":
         build_args.update(torch_build_args(wheels))

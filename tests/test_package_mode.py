@@ -12,6 +12,7 @@ requirement on the framework must accept the executor's version.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from vertex_trainer_tools import submit as submit_lib
 
 from conftest import bake
 
@@ -36,6 +38,8 @@ PLATFORMS = ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64"
 ]
 # Published as an sdist only, which --only-binary cannot plan; it has no dependencies.
 SDIST_ONLY = {"cloudml-hypertune"}
+# Sent beside the trainer's sdist in package_uris (make submit PACKAGE=1), never from the index.
+SENT_BESIDE = {"vertex-trainer-runtime"}
 MARKER_ENV = {"python_version": "3.10", "python_full_version": "3.10.12", "extra": ""}
 
 
@@ -98,7 +102,11 @@ def test_package_keeps_the_executor_framework(tmp_path, framework):
     roots = install_requires(project)
     names = {canonicalize_name(Requirement(line).name) for line in roots}
     assert package not in names and "xgboost-cpu" not in names, roots
-    wheels = [line for line in roots if canonicalize_name(Requirement(line).name) not in SDIST_ONLY]
+    wheels = [
+        line
+        for line in roots
+        if canonicalize_name(Requirement(line).name) not in SDIST_ONLY | SENT_BESIDE
+    ]
     planned = plan(wheels, tmp_path / "target")
     problems = [
         f"{who} asks {requirement} (the executor {image} has {package} {version})"
@@ -109,3 +117,36 @@ def test_package_keeps_the_executor_framework(tmp_path, framework):
     if framework == "xgboost":
         planned_names = {canonicalize_name(item["metadata"]["name"]) for item in planned}
         assert not planned_names & {"xgboost", "xgboost-cpu"}, "a second XGBoost package"
+
+
+def test_the_runtime_requirement_is_met_by_the_sdist_sent_beside_without_the_index(tmp_path):
+    """make submit PACKAGE=1's sdists, installed offline as the prebuilt container installs
+    them (pip, every package URI at hand): the trainer's requirement on
+    vertex-trainer-runtime is met by the runtime's sdist, never by the index. The trainer's
+    other requirements come from the index on Vertex (planned above): here it asks for the
+    runtime alone, so that pip resolves with no index at all."""
+    project = bake(tmp_path / "bake", framework="xgboost")
+    runtime = importlib.metadata.version("vertex-trainer-runtime")
+    (project / "requirements.txt").write_text(f"vertex-trainer-runtime=={runtime}\n")
+    sdists = submit_lib.package_sdists(project, tmp_path / "dist")
+    names = [sdist.name.rsplit("-", 1)[0] for sdist in sdists]
+    assert names == ["vertex_trainer_runtime", "vertex_trainer"], "the runtime's first"
+
+    # pip's resolver with the index switched off, building with this environment's setuptools
+    # (the container builds with its own) into a folder of its own (--target: nothing that is
+    # installed here counts), then imported from that folder alone.
+    target = tmp_path / "target"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-index", "--no-build-isolation",
+         f"--find-links={tmp_path / 'dist'}", f"--target={target}", str(sdists[-1])],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stdout + install.stderr
+    found = subprocess.run(
+        [sys.executable, "-S", "-c", "import importlib.metadata as m, vertex_trainer_runtime as r, "
+         "trainer; print(m.version('vertex-trainer-runtime'), r.__file__)"],
+        cwd=tmp_path, env={"PYTHONPATH": str(target)}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    version, where = found.stdout.split()
+    assert version == runtime and where.startswith(str(target)), found.stdout

@@ -63,6 +63,18 @@ def can_use_reduction_server(project: Path) -> None:
     flags.write_text(flags.read_text() + "\nNO_REDUCTION_SERVER = None\n")
 
 
+def pin_runtime(project: Path, line: str | None = None) -> None:
+    """requirements.txt with ``line`` (default: the installed vertex-trainer-runtime's version
+    pinned, as the template pins it) as its only requirement on the runtime; "" for none."""
+    runtime = importlib.import_module("vertex_trainer_tools.runtime_package")
+    if line is None:
+        line = f"{runtime.DISTRIBUTION}=={runtime.installed().version}"
+    path = project / "requirements.txt"
+    pins = {number for number, _ in runtime.runtime_lines(project)}
+    kept = [t for n, t in enumerate(path.read_text().splitlines()) if n not in pins]
+    path.write_text("\n".join([*kept, line]) + "\n")
+
+
 def write_config(project: Path, data: dict) -> None:
     (project / "vertex.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 

@@ -28,6 +28,7 @@ from submit_helpers import (
     make,
     offline_env,
     parse_strict,
+    pin_runtime,
     project_copy,
     submit_in_process,
     submit_lib,
@@ -98,7 +99,8 @@ def test_dry_run_hpt_is_a_valid_study_of_the_config(dry_runs):
     assert study.trial_job_spec.worker_pool_specs[0].container_spec.image_uri
 
 
-def test_dry_run_package_mode_names_the_sdist_and_the_executor(project, cloud):
+def test_dry_run_package_mode_names_the_sdists_and_the_executor(project, cloud):
+    pin_runtime(project)  # as the template pins it: its sdist goes first
     code, out, err = cloud("--dry-run", "--package")
     assert code == 0, err
     job = aiplatform_v1.CustomJob.from_json(out, ignore_unknown_fields=False)
@@ -106,9 +108,12 @@ def test_dry_run_package_mode_names_the_sdist_and_the_executor(project, cloud):
     cfg = config_lib.load(project / "vertex.yaml")
     assert spec.executor_image_uri == cfg.python_package.executor_image_uri
     assert spec.python_module == "trainer.task"
-    (uri,) = spec.package_uris
-    sdist = next((project / "dist").glob("*.tar.gz"))
-    assert uri == f"{cfg.staging_bucket}/packages/{job.display_name}/{sdist.name}"
+    runtime = next((project / "dist").glob("vertex_trainer_runtime-*.tar.gz"))
+    trainer = next((project / "dist").glob("vertex_trainer-*.tar.gz"))
+    folder = f"{cfg.staging_bucket}/packages/{job.display_name}"
+    assert list(spec.package_uris) == [f"{folder}/{runtime.name}", f"{folder}/{trainer.name}"]
+    for sdist in (runtime, trainer):  # the dry run says where each would go
+        assert f"(not uploaded: would go to {folder}/{sdist.name})" in err
     assert not list(project.glob("*.egg-info")), "the sdist build litters the project"
 
 

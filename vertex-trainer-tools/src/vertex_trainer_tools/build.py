@@ -33,7 +33,7 @@ from pathlib import Path
 import yaml
 
 from vertex_trainer_tools import config as config_lib
-from vertex_trainer_tools import vertex_limits
+from vertex_trainer_tools import runtime_package, vertex_limits
 from vertex_trainer_tools.errors import FAILED, ToolError
 
 CLOUDBUILD_PATH = Path("build/cloudbuild.yaml")
@@ -177,6 +177,23 @@ def execute(command: list[str], dry_run: bool, what: str) -> None:
         raise failed(f"{what} failed (exit code {result.returncode}); its output is above")
 
 
+def runtime_wheel(dry_run: bool) -> None:
+    """The runtime's wheel in the build context (``wheels/``), when the image needs one."""
+    project = Path.cwd()
+    if dry_run:
+        requirement = runtime_package.pinned(project)
+        if requirement is not None:
+            dist = runtime_package.checked_install(project, requirement)
+            if not runtime_package.is_released(dist):
+                name = f"{runtime_package.DISTRIBUTION} {dist.version}"
+                where = f"{runtime_package.WHEELS_DIR}/"
+                print(f"Would write {name}'s wheel to {where}", file=sys.stderr)
+        return
+    wheel = runtime_package.image_wheel(project)
+    if wheel is not None:
+        print(f"Wrote {wheel.relative_to(project)} (installed by the Dockerfile)", file=sys.stderr)
+
+
 def command(args: argparse.Namespace) -> int:
     """``vertex-tools build``, ``push`` and ``build-push`` (``args.action``)."""
     cfg = config_lib.load(args.config)
@@ -208,6 +225,7 @@ def command(args: argparse.Namespace) -> int:
         if args.action == "push":
             print("Cloud Build pushes as it builds: nothing to push", file=sys.stderr)
             return 0
+        runtime_wheel(args.dry_run)
         path = write_cloudbuild(cfg, uris, base_image)
         print(f"Wrote {path}", file=sys.stderr)
         submit = [gcloud, "builds", "submit", f"--project={cfg.project}", f"--config={path}"]
@@ -218,6 +236,7 @@ def command(args: argparse.Namespace) -> int:
         build_command = builder(docker)
         uris = image_tags(cfg, args.tag)
         if args.action != "push":
+            runtime_wheel(args.dry_run)
             what = f"the image build ({shlex.join(build_command[:2])})"
             build = docker_build(build_command, uris, base_image, reduction)
             execute(build, args.dry_run, what)

@@ -140,6 +140,14 @@ def build_parser() -> OneLineParser:
     )
 
     command(
+        "eject-runtime",
+        "vertex_trainer_tools.eject:command",
+        "copy vertex-trainer-runtime's modules into the project, to change them",
+        parents=(),
+        description=EJECT_DESCRIPTION,
+    )
+
+    command(
         "gcp-setup",
         "vertex_trainer_tools.gcp_setup:command",
         "enable the APIs, create the bucket and registry if missing",
@@ -166,6 +174,11 @@ def build_parser() -> OneLineParser:
 CHECK_HELP = "check vertex.yaml: schema, placeholders, Vertex names, study"
 GET_HELP = "print one value of vertex.yaml (dotted key or derived name)"
 SHOW_HELP = "print the checked config with its derived values as JSON"
+EJECT_DESCRIPTION = (
+    "Copy the installed vertex-trainer-runtime's modules into the project's "
+    "vertex_trainer_runtime/ (imports stay the same): setup.py packages it, the Dockerfile "
+    "copies it, and requirements.txt no longer pins the runtime. Refused if already ejected."
+)
 UPLOAD_EPILOG = (
     "JOB: a Vertex CustomJob id (make submit prints it) or resource name, or a local job "
     f"folder; default (or 'latest'): the newest local job ({LOCAL_JOBS}/latest, from make "

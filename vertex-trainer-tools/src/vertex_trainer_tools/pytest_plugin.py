@@ -171,8 +171,9 @@ def _docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="session")
 def project_image(vertex_project) -> str:
-    """The image of the project's Dockerfile, built as ``make build BASE_IMAGE=<base>`` does, on
-    ``TEST_BASE_IMAGE`` or the stand-in base of ``make base-image``; removed afterwards.
+    """The image of the project's Dockerfile, built as ``make build BASE_IMAGE=<base>`` does (the
+    runtime's wheel in ``wheels/`` when it is unreleased), on ``TEST_BASE_IMAGE`` or the stand-in
+    base of ``make base-image``; removed afterwards.
 
     Skips, saying why, without a Docker engine or a base image (nothing can be pulled offline).
     """
@@ -186,6 +187,9 @@ def project_image(vertex_project) -> str:
     if _docker("image", "inspect", base).returncode != 0:
         pytest.skip(f"no base image {base}: run `make base-image` or set TEST_BASE_IMAGE")
     tag = f"local/{vertex_project.name.replace('_', '-')}-test:{uuid.uuid4().hex[:8]}"
+    from vertex_trainer_tools import runtime_package
+
+    runtime_package.image_wheel(vertex_project)  # an unreleased runtime's wheel, as make build
     extra = [f"--build-arg={arg}" for arg in os.environ.get(BUILD_ARGS_ENV, "").split()]
     command = ["build", "--force-rm", f"--build-arg=BASE_IMAGE={base}", *extra, "--tag", tag]
     built = _docker(*command, str(vertex_project), timeout=3600)

@@ -52,7 +52,7 @@ def worker_pool_specs(
     cfg: config_lib.Config,
     image_uri: str,
     args: list[str],
-    package_uri: str | None = None,
+    package_uris: list[str] | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """``job.worker_pools`` as the SDK's snake_case dicts; an empty pool stays ``{}``.
@@ -85,10 +85,10 @@ def worker_pool_specs(
         }
         if pool.image_uri:  # a pool with its own image (e.g. Reduction Server) gets no trainer args
             spec["container_spec"] = {"image_uri": pool.image_uri}
-        elif package_uri:
+        elif package_uris:
             spec["python_package_spec"] = {
                 "executor_image_uri": cfg.python_package.executor_image_uri,
-                "package_uris": [package_uri],
+                "package_uris": list(package_uris),
                 "python_module": cfg.python_package.python_module,
                 "args": list(args),
                 "env": env,
@@ -168,7 +168,7 @@ def build_custom_job(
     display_name: str,
     image_uri: str,
     args: list[str],
-    package_uri: str | None = None,
+    package_uris: list[str] | None = None,
     run: str | None = None,
 ):
     """The CustomJob; ``run``: its Experiment run, named to the trainer in every pool's env."""
@@ -177,7 +177,7 @@ def build_custom_job(
     env = experiment_env(cfg, run) if run else None
     return aiplatform.CustomJob(
         display_name=display_name,
-        worker_pool_specs=worker_pool_specs(cfg, image_uri, args, package_uri, env),
+        worker_pool_specs=worker_pool_specs(cfg, image_uri, args, package_uris, env),
         base_output_dir=f"{cfg.base_output_dir}/{display_name}",
         staging_bucket=cfg.staging_bucket,
         labels=dict(cfg.job.labels) or None,

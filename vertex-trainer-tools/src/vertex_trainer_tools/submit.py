@@ -5,9 +5,11 @@
 
 It submits the image named in the config (``make build-push`` builds it) as a custom-container
 ``CustomJob``, or with ``--package`` an sdist of this project run by the prebuilt container of
-``python_package.executor_image_uri``; ``--hpt`` wraps the job in a ``HyperparameterTuningJob``.
-``--dry-run`` prints the exact request body (camelCase JSON, as ``CustomJob.to_dict()`` gives it)
-without credentials or network. Arguments after ``--`` are appended to ``job.args``.
+``python_package.executor_image_uri`` (with vertex-trainer-runtime's sdist before it, when the
+project pins the runtime: Vertex installs every package URI); ``--hpt`` wraps the job in a
+``HyperparameterTuningJob``. ``--dry-run`` prints the exact request body (camelCase JSON, as
+``CustomJob.to_dict()`` gives it) without credentials or network. Arguments after ``--`` are
+appended to ``job.args``.
 
 Every check that can fail runs before the first API call, each failure being one ``ERROR:``
 line. ``VERTEX_API_ENDPOINT=http://127.0.0.1:PORT`` sends every API call (Vertex, Cloud Storage,
@@ -30,7 +32,7 @@ from build import BuildBackendException, BuildException, ProjectBuilder
 from google.protobuf import json_format
 from pyproject_hooks import quiet_subprocess_runner
 
-from vertex_trainer_tools import cloud, preflight, vertex_limits
+from vertex_trainer_tools import cloud, preflight, runtime_package, vertex_limits
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools.cloud import (
     check_buckets,
@@ -164,18 +166,20 @@ def submit(args: argparse.Namespace) -> int:
             if not args.package:
                 check_image(image_uri, credentials, stand_in)
 
-    package = None
+    packages: list[str] = []
+    sdists: list[Path] = []
     if args.package:
-        sdist = build_sdist(Path.cwd(), Path(args.dist_dir))
-        package = package_uri(cfg, display_name, sdist)
-        if offline:
-            print(f"Built {sdist} (not uploaded: would go to {package})", file=sys.stderr)
-        else:
-            upload(client, package, sdist)
-            print(f"Uploaded {sdist} to {package}")
+        sdists = package_sdists(Path.cwd(), Path(args.dist_dir))
+        packages = [package_uri(cfg, display_name, sdist) for sdist in sdists]
+        for sdist, package in zip(sdists, packages, strict=True):
+            if offline:
+                print(f"Built {sdist} (not uploaded: would go to {package})", file=sys.stderr)
+            else:
+                upload(client, package, sdist)
+                print(f"Uploaded {sdist} to {package}")
 
     run_id = experiment_run(cfg, display_name) if cfg.job.experiment and not args.hpt else None
-    job = build_custom_job(cfg, display_name, image_uri, trainer_args, package, run_id)
+    job = build_custom_job(cfg, display_name, image_uri, trainer_args, packages, run_id)
     # gcloud makes no run before the job: the YAML names none, and the trainer makes it.
     options = run_options(cfg, args.hpt, None if args.gcloud_config else run_id)
     hpt_job = build_hpt_job(cfg, display_name, job) if args.hpt else None
@@ -188,7 +192,7 @@ def submit(args: argparse.Namespace) -> int:
             request = json_format.MessageToDict(study_request(cfg, hpt_job, options)._pb)
         if args.gcloud_config:
             command = write_gcloud_config(cfg, request, args.hpt, display_name)
-            if args.package:
+            for sdist, package in zip(sdists, packages, strict=True):
                 print(f"gcloud storage cp {sdist} {package}")
             print(" \\\n    ".join(command))
         else:
@@ -337,6 +341,15 @@ def build_sdist(project_dir: Path, dist_dir: Path) -> Path:
     finally:  # setuptools leaves its egg-info in the project: not the user's file
         for leftover in set(project_dir.glob("*.egg-info")) - before:
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+def package_sdists(project_dir: Path, dist_dir: Path) -> list[Path]:
+    """The sdists of package mode, in the order Vertex installs them: the runtime's first when
+    the project pins vertex-trainer-runtime (so the trainer's requirement on it is met by the
+    job's own package, never by the index), then the trainer's."""
+    runtime = runtime_package.sdist(project_dir, dist_dir)
+    trainer = build_sdist(project_dir, dist_dir)
+    return [runtime, trainer] if runtime else [trainer]
 
 
 def package_uri(cfg: config_lib.Config, display_name: str, sdist: Path) -> str:
