@@ -5,6 +5,7 @@ its main in this process (``run_in_process``): what they check is what a run com
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -240,13 +241,18 @@ def test_reported_metric_is_the_exported_models_auc(breast_cancer, tmp_path, mon
 def test_hpt_study_matches_the_trainer():
     """vertex.yaml's study: its metric is the tag reported by default, its parameters are flags."""
     study = yaml.safe_load((PROJECT / "vertex.yaml").read_text())["hpt"]
-    parser = flags.parser()
-    defaults = parser.parse_args([])
-    declared = objectives.tuning_metric(defaults.objective, defaults.eval_metric)
+    defaults = cli.parse(flags.Flags, flags.DESCRIPTION, [])
+    assert defaults == flags.Flags()
+    declared = objectives.tuning_metric(defaults.model.objective, defaults.training.eval_metric)
     assert (study["metric"]["id"], study["metric"]["goal"]) == declared
+    section_of = {
+        field.name: section
+        for section in vars(defaults)
+        for field in dataclasses.fields(getattr(defaults, section))
+    }
     for name, spec in study["parameters"].items():
+        assert name in section_of, f"hpt.parameters.{name} is no trainer flag"
         for value in spec.get("values") or [spec["min"], spec["max"]]:
-            argv = cli.normalize_argv([f"--{name}={float(value)}"])  # as a trial passes it
-            args, unknown = parser.parse_known_args(argv)
-            assert unknown == [], name
-            assert getattr(args, name) == pytest.approx(float(value)), name
+            trial = cli.parse(flags.Flags, flags.DESCRIPTION, [f"--{name}={float(value)}"])
+            parsed = getattr(getattr(trial, section_of[name]), name)
+            assert parsed == pytest.approx(float(value)), name

@@ -15,6 +15,7 @@ from xgboost.callback import TrainingCallback
 
 from trainer import checkpoints, hptune, runtime, throughput, tracking
 from trainer.cli import InputError
+from trainer.flags import Model
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,37 @@ def device(flag: str) -> str:
     return "cpu"
 
 
+def params(
+    options: Model,
+    objective,
+    metric_names: list[str],
+    num_class: int,
+    device: str,
+    threads: int,
+    seed: int,
+) -> dict:
+    """XGBoost's training parameters from the ``--objective``/``--max-depth``/... flags."""
+    result = {
+        "objective": objective.name,
+        "tree_method": "hist",
+        "device": device,
+        "nthread": threads,
+        "max_depth": options.max_depth,
+        "eta": options.eta,
+        "subsample": options.subsample,
+        "colsample_bytree": options.colsample_bytree,
+        "min_child_weight": options.min_child_weight,
+        "max_bin": options.max_bin,
+        "eval_metric": metric_names,
+        "seed": seed,
+    }
+    if objective.kind == "multiclass":
+        result["num_class"] = num_class
+    if options.base_score != "auto":
+        result["base_score"] = options.base_score
+    return result
+
+
 def cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -66,17 +98,17 @@ class MetricReporter(TrainingCallback):
         data_name: str,
         every: int,
         total: int,
-        tracker: tracking.Tracker | None = None,
-        speed: throughput.Throughput | None = None,
+        tracker: tracking.Tracker,
+        speed: throughput.Throughput,
     ):
         super().__init__()
         self.reporter = reporter
-        self.tracker = tracker or tracking.NoTracker()
+        self.tracker = tracker
         self.data = data
         self.data_name = data_name
         self.every = every
         self.total = total
-        self.speed = speed or throughput.Throughput(rows=0)
+        self.speed = speed
 
     def before_training(self, model):
         self.speed.start(model.num_boosted_rounds())

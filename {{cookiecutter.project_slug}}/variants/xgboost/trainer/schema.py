@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -41,9 +41,6 @@ class Schema:
     @property
     def num_class(self) -> int:
         return len(self.classes) if self.classes is not None else 0
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def summarize(frame: pd.DataFrame, label_column: str, kind: str, source: str) -> dict:
