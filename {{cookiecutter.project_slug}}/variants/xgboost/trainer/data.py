@@ -40,21 +40,9 @@ class Shard:
 # --- reading ---------------------------------------------------------------------------------
 
 
-def read(
-    spec: str,
-    role: str,
-    *,
-    label_column: str,
-    kind: str,
-    shard: Shard = Shard(),
-    seed: int = 42,
-    project: str | None = None,
-) -> pd.DataFrame:
-    """This replica's rows of ``spec`` as a DataFrame (``role`` is "train" or "eval")."""
-    frame, _ = read_rows(
-        spec, role, label_column=label_column, kind=kind, shard=shard, seed=seed, project=project
-    )
-    return frame
+def read(spec: str, role: str, **options) -> pd.DataFrame:
+    """This replica's rows of ``spec`` (``role``: "train" or "eval"; ``options``: read_rows')."""
+    return read_rows(spec, role, **options)[0]
 
 
 def read_rows(
@@ -93,14 +81,8 @@ def read_rows(
     plan = _plan(sum(counts), hold_out, seed)
     start, stop = plan.range_of(shard)
     logger.info(
-        "%s data: rows %d..%d of %d (in %d files) for replica %d of %d",
-        role,
-        start,
-        stop,
-        plan.total,
-        len(files),
-        shard.rank,
-        shard.world,
+        f"{role} data: rows {start}..{stop} of {plan.total} (in {len(files)} files) for replica "
+        f"{shard.rank} of {shard.world}"
     )
     return _read_range(files, counts, start, stop, spec), plan.held_out(start, stop)
 

@@ -1,6 +1,5 @@
-"""The booster: device, metric reports during training, evaluation and export.
-
-Checkpoints and resume are in ``resume.py``, objectives and their metrics in ``objectives.py``.
+"""YOURS TO CHANGE: the booster: its parameters (``params``), device, metric reports during
+training, evaluation and the ``model.bst`` export. Checkpoints: ``resume.py``.
 """
 
 from __future__ import annotations
@@ -125,14 +124,8 @@ class MetricReporter(TrainingCallback):
                     value = evaluate(model, self.data, self.data_name, self.reporter.tag)
             first = self.speed.mark[1] + 1
             figures = self.speed.interval(rounds)
-            logger.info(
-                "round %d/%d: %s-%s=%.6g",
-                rounds,
-                self.total,
-                self.data_name,
-                self.reporter.tag,
-                value,
-            )
+            tag = f"{self.data_name}-{self.reporter.tag}"
+            logger.info("round %d/%d: %s=%.6g", rounds, self.total, tag, value)
             self.reporter.report(value, rounds)
             if self.reporter.enabled:  # the chief's speed
                 throughput.log_interval(first, rounds, figures)

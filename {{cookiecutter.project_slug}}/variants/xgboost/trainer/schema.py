@@ -1,7 +1,5 @@
-"""What the columns of tabular data mean, agreed by all replicas: the ``Schema``.
-
-Text columns become ordinal category codes and class labels become ``0..K-1``; the mapping is
-saved beside the model so that prediction clients encode their rows the same way.
+"""YOURS TO CHANGE: how columns become features: text -> category codes, labels -> ``0..K-1``,
+agreed by all replicas and saved beside the model so clients encode rows the same way.
 """
 
 from __future__ import annotations
@@ -232,13 +230,8 @@ def _warn_unseen_categories(values: list[str], codes: dict, column: str, source:
         distinct = sorted(set(unseen))
         shown = ", ".join(map(repr, distinct[:3])) + (", ..." if len(distinct) > 3 else "")
         logger.warning(
-            "%s: column %r has %d value(s) never seen in training (%s) in %d row(s); "
-            "the model treats them as missing",
-            source,
-            column,
-            len(distinct),
-            shown,
-            len(unseen),
+            f"{source}: column {column!r} has {len(distinct)} value(s) never seen in training "
+            f"({shown}) in {len(unseen)} row(s); the model treats them as missing"
         )
 
 

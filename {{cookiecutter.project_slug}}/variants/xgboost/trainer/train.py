@@ -6,6 +6,7 @@ The booster's parameters are ``model.params``; checkpoints and resume are ``resu
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -132,13 +133,16 @@ def read_rows(flags: Flags, kind: str, shard: data.Shard) -> Rows:
     chosen by ``--seed`` from all of ``--train-data``, are held out."""
     started = time.monotonic()
     shared, options = flags.shared, flags.data
-    read = {"label_column": options.label_column, "kind": kind, "seed": shared.seed}
-    read["project"] = options.project
-    hold_out = 0.0 if shared.eval_data else options.eval_fraction
-    train, held_out = data.read_rows(
-        shared.train_data, "train", **read, shard=shard, hold_out=hold_out
+    read = functools.partial(
+        data.read_rows,
+        label_column=options.label_column,
+        kind=kind,
+        seed=shared.seed,
+        project=options.project,
     )
-    evaluation = data.read(shared.eval_data, "eval", **read) if shared.eval_data else None
+    hold_out = 0.0 if shared.eval_data else options.eval_fraction
+    train, held_out = read(shared.train_data, "train", shard=shard, hold_out=hold_out)
+    evaluation = read(shared.eval_data, "eval")[0] if shared.eval_data else None
     return Rows(train, held_out, evaluation, time.monotonic() - started)
 
 
