@@ -256,3 +256,25 @@ def test_hpt_study_matches_the_trainer():
             trial = cli.parse(flags.Flags, flags.DESCRIPTION, [f"--{name}={float(value)}"])
             parsed = getattr(getattr(trial, section_of[name]), name)
             assert parsed == pytest.approx(float(value)), name
+
+
+def test_flags_parse_into_their_sections_and_become_xgboost_params():
+    """Vertex-style trial flags land in the typed section that configures them, and the Model
+    section alone gives XGBoost's parameters."""
+    from trainer import model
+
+    argv = ["--train-data=synthetic", "--learning_rate=0.3", "--max_depth=4.0", "--project=p"]
+    argv += ["--base-score=auto", "--early-stopping-rounds=5", "--objective=multiclass"]
+    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, argv)
+    assert parsed.shared == cli.SharedFlags(train_data="synthetic")
+    assert parsed.data == flags.Data(project="p")
+    expected = flags.Model(objective="multiclass", eta=0.3, max_depth=4, base_score="auto")
+    assert parsed.model == expected
+    assert parsed.training == flags.Training(early_stopping_rounds=5)
+
+    kind = objectives.objective(parsed.model.objective)
+    params = model.params(parsed.model, kind, ["mlogloss"], 3, "cpu", 2, seed=7)
+    assert params["objective"] == "multi:softprob" and params["num_class"] == 3
+    assert (params["eta"], params["max_depth"], params["seed"]) == (0.3, 4, 7)
+    assert "base_score" not in params  # 'auto': XGBoost estimates it
+    assert model.params(flags.Model(), kind, ["auc"], 0, "cpu", 1, 42)["base_score"] == 0.5

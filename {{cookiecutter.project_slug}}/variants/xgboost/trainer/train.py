@@ -96,20 +96,16 @@ def train_and_export(flags: Flags, ctx: RunContext, notice: preemption.Notice) -
             tracking.start(flags, cluster.is_chief, cluster.trial),  # job.experiment
             throughput.Throughput(prepared.rows),
         )
-        training = flags.training
+        training, minutes = flags.training, flags.shared.checkpoint_minutes
         start = resume.restore(
             checkpoint_dir, group, objective, prepared.schema, training.num_boost_round
         )
         checkpointer = resume.Checkpointer(
-            checkpoint_dir,
-            training.checkpoint_rounds,
-            flags.shared.checkpoint_minutes,
-            cluster.is_chief,
-            reports.speed,
+            checkpoint_dir, training.checkpoint_rounds, minutes, cluster.is_chief, reports.speed
         )
         callbacks = round_callbacks(flags, prepared, start, checkpointer, reports)
-        callbacks.append(StopOnNotice(notice, checkpointer, cluster.is_distributed))  # last:
-        # a round that another callback stops needs no agreement
+        # Last: a round that another callback stops needs no agreement.
+        callbacks.append(StopOnNotice(notice, checkpointer, cluster.is_distributed))
         booster = boost(training, prepared, start, callbacks)
         stopped_early(notice, booster, training.num_boost_round)
         exported, value, stopping = evaluate(training, booster, prepared, reports)
