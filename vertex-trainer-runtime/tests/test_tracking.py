@@ -5,6 +5,7 @@ metric; nothing else logs, and a failing API costs one warning line."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -166,3 +167,23 @@ def test_plain_names_take_project_and_region_from_the_environment():
     }
     assert tracking.parse_names(env) == ("123", "europe-west4", "my-runs", "train-1")
     assert tracking.parse_names({tracking.EXPERIMENT_ENV: "my-runs"}) is None
+
+
+def test_typed_flags_are_logged_by_flag_name():
+    """A variant's ``Flags`` dataclass of sections gives the same params as a namespace."""
+    from trainer import cli
+
+    @dataclasses.dataclass(frozen=True)
+    class Model:
+        learning_rate: float = cli.flag(0.01, "step size")
+        tags: list = cli.flag(("a",), "labels")
+
+    @dataclasses.dataclass(frozen=True)
+    class Flags:
+        shared: cli.SharedFlags
+        model: Model
+
+    params = tracking.params_of(Flags(cli.SharedFlags(train_data="synthetic"), Model()))
+    assert params["learning_rate"] == 0.01 and params["train_data"] == "synthetic"
+    assert params["eval_data"] == "" and params["seed"] == 42 and params["tags"] == "('a',)"
+    assert "shared" not in params and "model" not in params

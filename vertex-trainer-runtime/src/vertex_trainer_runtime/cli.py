@@ -6,8 +6,8 @@ parameter ``learning_rate`` arrives as ``--learning_rate=0.01`` and a DISCRETE i
 makes all of that parse the same as ``--learning-rate 0.01 --batch-size 256``.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: the tools import the trainer's modules and then drop
+# them from sys.modules, where typing.get_type_hints would resolve text annotations.
 import argparse
 import dataclasses
 import logging

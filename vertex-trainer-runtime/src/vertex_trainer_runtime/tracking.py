@@ -23,11 +23,13 @@ training run (an unreachable API: after the SDK's retries, up to 120 s, once).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 import os
 import warnings
 from collections.abc import Callable, Mapping
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +53,15 @@ def parse_names(environ: Mapping[str, str]) -> tuple[str, str, str, str] | None:
     return project, location, experiment, run
 
 
-def params_of(args: argparse.Namespace) -> dict[str, float | int | str]:
-    """The flags as Experiment params: numbers stay numbers, anything else is its text."""
+def params_of(args: argparse.Namespace | Any) -> dict[str, float | int | str]:
+    """The flags (a namespace, or a ``Flags`` dataclass of sections) as Experiment params:
+    numbers stay numbers, anything else is its text."""
+    if dataclasses.is_dataclass(args):  # each section's fields, by flag name
+        values = {k: v for part in dataclasses.asdict(args).values() for k, v in part.items()}
+    else:
+        values = vars(args)
     params: dict[str, float | int | str] = {}
-    for name, value in sorted(vars(args).items()):
+    for name, value in sorted(values.items()):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             params[name] = value
         else:
@@ -177,7 +184,7 @@ class NoTracker(Tracker):
 
 
 def start(
-    args: argparse.Namespace, is_chief: bool, trial: str | None = None, environ=None
+    args: argparse.Namespace | Any, is_chief: bool, trial: str | None = None, environ=None
 ) -> Tracker:
     """The chief's tracker, already logging the flags; a no-op tracker anywhere else."""
     environ = os.environ if environ is None else environ

@@ -5,6 +5,7 @@ its main in this process (``run_in_process``): what they check is what a run com
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -241,13 +242,40 @@ def test_reported_metric_is_the_exported_models_auc(breast_cancer, tmp_path, mon
 def test_hpt_study_matches_the_trainer():
     """vertex.yaml's study: its metric is the tag reported by default, its parameters are flags."""
     study = yaml.safe_load((PROJECT / "vertex.yaml").read_text())["hpt"]
-    parser = flags.parser()
-    defaults = parser.parse_args([])
-    declared = objectives.tuning_metric(defaults.objective, defaults.eval_metric)
+    defaults = cli.parse(flags.Flags, flags.DESCRIPTION, [])
+    assert defaults == flags.Flags()
+    declared = objectives.tuning_metric(defaults.model.objective, defaults.training.eval_metric)
     assert (study["metric"]["id"], study["metric"]["goal"]) == declared
+    section_of = {
+        field.name: section
+        for section in vars(defaults)
+        for field in dataclasses.fields(getattr(defaults, section))
+    }
     for name, spec in study["parameters"].items():
+        assert name in section_of, f"hpt.parameters.{name} is no trainer flag"
         for value in spec.get("values") or [spec["min"], spec["max"]]:
-            argv = cli.normalize_argv([f"--{name}={float(value)}"])  # as a trial passes it
-            args, unknown = parser.parse_known_args(argv)
-            assert unknown == [], name
-            assert getattr(args, name) == pytest.approx(float(value)), name
+            trial = cli.parse(flags.Flags, flags.DESCRIPTION, [f"--{name}={float(value)}"])
+            parsed = getattr(getattr(trial, section_of[name]), name)
+            assert parsed == pytest.approx(float(value)), name
+
+
+def test_flags_parse_into_their_sections_and_become_xgboost_params():
+    """Vertex-style trial flags land in the typed section that configures them, and the Model
+    section alone gives XGBoost's parameters."""
+    from trainer import model
+
+    argv = ["--train-data=synthetic", "--learning_rate=0.3", "--max_depth=4.0", "--project=p"]
+    argv += ["--base-score=auto", "--early-stopping-rounds=5", "--objective=multiclass"]
+    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, argv)
+    assert parsed.shared == cli.SharedFlags(train_data="synthetic")
+    assert parsed.data == flags.Data(project="p")
+    expected = flags.Model(objective="multiclass", eta=0.3, max_depth=4, base_score="auto")
+    assert parsed.model == expected
+    assert parsed.training == flags.Training(early_stopping_rounds=5)
+
+    kind = objectives.objective(parsed.model.objective)
+    params = model.params(parsed.model, kind, ["mlogloss"], 3, "cpu", 2, seed=7)
+    assert params["objective"] == "multi:softprob" and params["num_class"] == 3
+    assert (params["eta"], params["max_depth"], params["seed"]) == (0.3, 4, 7)
+    assert "base_score" not in params  # 'auto': XGBoost estimates it
+    assert model.params(flags.Model(), kind, ["auc"], 0, "cpu", 1, 42)["base_score"] == 0.5

@@ -1,21 +1,9 @@
-"""Tabular data for XGBoost: CSV or Parquet files, a BigQuery table, or synthetic rows.
+"""YOURS TO CHANGE: where the rows come from: CSV or Parquet files, a BigQuery table, or synthetic
+rows (``--train-data``/``--eval-data``, docs/trainer.md "Data"). Add a source in ``read_rows``.
 
-A data spec is one of:
-- ``synthetic`` (or ``synthetic:<rows>``): generated rows, for smoke tests and ``make train-local``;
-- ``bq://project.dataset.table``: a BigQuery table, billed to the explicit project
-  (``--project`` or ``CLOUD_ML_PROJECT_ID``), never to a project guessed from credentials;
-- comma-separated files, folders or globs of ``.csv``/``.csv.gz``/``.parquet`` files, as local
-  paths, ``/gcs/`` paths or ``gs://`` URIs (read through the ``/gcs/`` Cloud Storage FUSE mount).
-
-Each replica of a distributed job reads only its shard: the rows of all files, in file order,
-are numbered 0..N-1 and each replica reads one contiguous range of them, so the replicas hold the
-same number of training rows (within one) whatever the files; a file may be split between two
-replicas. Held-out eval rows (no ``--eval-data``) are chosen by a seeded hash of that global row
-number, so they are the same rows for any replica count. The row counts this needs come from
-Parquet metadata (no data read) and from one count pass per CSV file. A BigQuery table is
-sharded by a hash of each row instead (no row order exists). What the columns mean (``Schema``)
-is in ``schema.py``; the row numbering and hold-out (``RowPlan``) in ``row_plan.py``;
-listing, counting and reading CSV and Parquet files in ``tabular_files.py``.
+Each replica reads one contiguous range of the rows of all files (a hashed share of a BigQuery
+table); held-out eval rows are chosen by a seeded hash of the row number, the same rows for any
+replica count (``row_plan.py``). Files are listed, counted and read in ``tabular_files.py``.
 """
 
 from __future__ import annotations
@@ -52,21 +40,9 @@ class Shard:
 # --- reading ---------------------------------------------------------------------------------
 
 
-def read(
-    spec: str,
-    role: str,
-    *,
-    label_column: str,
-    kind: str,
-    shard: Shard = Shard(),
-    seed: int = 42,
-    project: str | None = None,
-) -> pd.DataFrame:
-    """This replica's rows of ``spec`` as a DataFrame (``role`` is "train" or "eval")."""
-    frame, _ = read_rows(
-        spec, role, label_column=label_column, kind=kind, shard=shard, seed=seed, project=project
-    )
-    return frame
+def read(spec: str, role: str, **options) -> pd.DataFrame:
+    """This replica's rows of ``spec`` (``role``: "train" or "eval"; ``options``: read_rows')."""
+    return read_rows(spec, role, **options)[0]
 
 
 def read_rows(
@@ -105,14 +81,8 @@ def read_rows(
     plan = _plan(sum(counts), hold_out, seed)
     start, stop = plan.range_of(shard)
     logger.info(
-        "%s data: rows %d..%d of %d (in %d files) for replica %d of %d",
-        role,
-        start,
-        stop,
-        plan.total,
-        len(files),
-        shard.rank,
-        shard.world,
+        f"{role} data: rows {start}..{stop} of {plan.total} (in {len(files)} files) for replica "
+        f"{shard.rank} of {shard.world}"
     )
     return _read_range(files, counts, start, stop, spec), plan.held_out(start, stop)
 

@@ -1,11 +1,8 @@
 """XGBoost's own collective across Vertex replicas: a tracker on the chief, every replica a worker.
+You should not need to change this: generic infrastructure, driven by ``CLUSTER_SPEC``.
 
-Vertex gives each replica ``CLUSTER_SPEC`` (read by ``vertex_trainer_runtime.runtime``). The chief
-(workerpool0, rank 0) runs XGBoost's ``RabitTracker`` on its own address and port from that
-spec; every training replica, the chief included, then joins the group with its node rank as
-task id, so XGBoost's ranks equal the Vertex node ranks. Histograms, quantile sketches and
-evaluation metrics are then all-reduced by XGBoost itself (metrics on eval rows that every
-replica holds in full, which keeps AUC exact: see train.evaluation_rows).
+Every replica joins with its node rank as task id, so XGBoost's ranks are Vertex's; XGBoost then
+all-reduces histograms, sketches and metrics itself.
 """
 
 from __future__ import annotations
@@ -28,12 +25,9 @@ BOOTSTRAP_TIMEOUT_S = 30 * 60
 TRACKER_RETRIES = 24
 # How long a restarted chief waits for its tracker port to be released.
 PORT_WAIT_S = 3 * 60
-# Once the group is up, a collective call (a round's histograms, the notice's all-reduce) fails
-# after this long without its peers: a worker whose chief is gone (VM stopped, no TCP reset)
-# then exits, non-zero, within Compute Engine's 30 s grace instead of waiting for XGBoost's
-# default of minutes. So no replica may work alone longer than this between two collective calls
-# (the data are read before the group starts; the chief's restore and checkpoint writes are
-# seconds).
+# A collective call fails after this long without its peers, so a worker whose chief is gone (VM
+# stopped, no TCP reset) exits within Compute Engine's 30 s grace, not XGBoost's minutes. No
+# replica may work alone longer between two collective calls (data are read before the group).
 COLLECTIVE_TIMEOUT_S = 20
 # Trackers of a group left on a preemption notice: kept until the process ends (trainer.task).
 _LEFT_ON_NOTICE = []

@@ -1,19 +1,20 @@
-"""The flags of ``python -m trainer.task``: the shared ones (``vertex_trainer_runtime.cli``) and
-this trainer's.
+"""YOURS TO CHANGE: the flags of ``python -m trainer.task``, as typed sections.
 
+A new flag is one field in the section it configures and its use where that section is read.
 Framework-free on purpose: the tools (``make check``, ``make submit-hpt``, the local emulator)
-import it to know the trainer's flags, so a study parameter or a ``job.args`` flag the trainer
-lacks is refused before any job starts. Add a flag here and read it in ``train.run(args, ctx)``.
+import it to refuse a ``job.args`` flag or study parameter the trainer lacks before any job.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: the tools import this module and then drop it from
+# sys.modules, where typing.get_type_hints would look up names such as ``cli`` in text annotations.
 import argparse
+import dataclasses
 
 from vertex_trainer_runtime import cli
+from vertex_trainer_runtime.cli import flag
 
 
-def base_score(value: str) -> float | str:
+def number_or_auto(value: str) -> float | str:
     if value.strip().lower() == "auto":
         return "auto"
     try:
@@ -34,99 +35,94 @@ NO_REDUCTION_SERVER = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """XGBoost's flags; Vertex tuning trials pass them as ``--max_depth=6.0`` and that works."""
-    group = parser.add_argument_group("xgboost")
-    group.add_argument("--label-column", default="label", help="name of the label column")
-    group.add_argument(
-        "--objective",
-        default="binary",
-        help="binary, multiclass, regression, or an XGBoost objective (binary:logistic, "
+@dataclasses.dataclass(frozen=True)
+class Data:
+    """data: the label column, held-out rows, BigQuery billing"""
+
+    label_column: str = flag("label", "name of the label column")
+    eval_fraction: float = flag(
+        0.1,
+        "share of training rows held out for evaluation when --eval-data is not given",
+        type=cli.fraction,
+    )
+    project: str | None = flag(
+        help="project billed for BigQuery reads (default: CLOUD_ML_PROJECT_ID)"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """model: the booster's parameters"""
+
+    objective: str = flag(
+        "binary",
+        "binary, multiclass, regression, or an XGBoost objective (binary:logistic, "
         "multi:softprob, reg:squarederror, reg:tweedie, ...)",
     )
-    group.add_argument(
-        "--num-boost-round", type=cli.positive_integer, default=200, help="boosting rounds"
+    max_depth: int = flag(6, "tree depth", type=cli.non_negative_integer)
+    eta: float = flag(
+        0.1, "learning rate (shrinkage)", type=cli.positive_float, aliases=("--learning-rate",)
     )
-    group.add_argument("--max-depth", type=cli.non_negative_integer, default=6, help="tree depth")
-    group.add_argument(
-        "--eta",
-        "--learning-rate",
-        dest="eta",
-        type=cli.positive_float,
-        default=0.1,
-        help="learning rate (shrinkage)",
+    subsample: float = flag(1.0, "row sample per tree", type=cli.fraction)
+    colsample_bytree: float = flag(1.0, "column sample per tree", type=cli.fraction)
+    min_child_weight: float = flag(
+        1.0, "minimum hessian sum in a leaf", type=cli.non_negative_float
     )
-    group.add_argument("--subsample", type=cli.fraction, default=1.0, help="row sample per tree")
-    group.add_argument(
-        "--colsample-bytree", type=cli.fraction, default=1.0, help="column sample per tree"
-    )
-    group.add_argument(
-        "--min-child-weight",
-        type=cli.non_negative_float,
-        default=1.0,
-        help="minimum hessian sum in a leaf",
-    )
-    group.add_argument("--max-bin", type=cli.positive_integer, default=256, help="histogram bins")
-    group.add_argument(
-        "--early-stopping-rounds",
-        type=cli.non_negative_integer,
-        default=0,
-        help="stop when the eval metric has not improved for this many rounds and export the "
-        "best round's model (0: off)",
-    )
-    group.add_argument(
-        "--eval-metric",
-        default=None,
-        help="comma-separated XGBoost eval metrics; the last one drives early stopping and is "
-        "the hyperparameter-tuning metric id (default: auc, mlogloss or rmse by objective)",
-    )
-    group.add_argument(
-        "--base-score",
-        type=base_score,
-        default=0.5,
-        help="initial prediction; 0.5 keeps model.bst correct in Vertex's prebuilt "
+    max_bin: int = flag(256, "histogram bins", type=cli.positive_integer)
+    base_score: float | str = flag(
+        0.5,
+        "initial prediction; 0.5 keeps model.bst correct in Vertex's prebuilt "
         "xgboost-cpu.2-1 prediction container, 'auto' lets XGBoost estimate it (serving then "
         "needs xgboost>=3.1)",
+        type=number_or_auto,
     )
-    group.add_argument(
-        "--eval-fraction",
-        type=cli.fraction,
-        default=0.1,
-        help="share of training rows held out for evaluation when --eval-data is not given",
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """training: rounds, early stopping, eval metrics, hardware, checkpoints, reports"""
+
+    num_boost_round: int = flag(200, "boosting rounds", type=cli.positive_integer)
+    early_stopping_rounds: int = flag(
+        0,
+        "stop when the eval metric has not improved for this many rounds and export the "
+        "best round's model (0: off)",
+        type=cli.non_negative_integer,
     )
-    group.add_argument(
-        "--device",
+    eval_metric: str | None = flag(
+        help="comma-separated XGBoost eval metrics; the last one drives early stopping and is "
+        "the hyperparameter-tuning metric id (default: auc, mlogloss or rmse by objective)"
+    )
+    device: str = flag(
+        "auto",
+        "auto: cuda when a GPU and the CUDA build of XGBoost are present",
         choices=["auto", "cpu", "cuda"],
-        default="auto",
-        help="auto: cuda when a GPU and the CUDA build of XGBoost are present",
     )
-    group.add_argument(
-        "--nthread",
+    nthread: int = flag(
+        0, "CPU threads (0: all cores of this machine)", type=cli.non_negative_integer
+    )
+    checkpoint_rounds: int = flag(
+        50,
+        "checkpoint every N rounds (0: only by time and at the end)",
         type=cli.non_negative_integer,
-        default=0,
-        help="CPU threads (0: all cores of this machine)",
     )
-    group.add_argument(
-        "--checkpoint-rounds",
+    report_rounds: int = flag(
+        10,
+        "log and report the eval metric for hyperparameter tuning every N rounds",
         type=cli.non_negative_integer,
-        default=50,
-        help="checkpoint every N rounds (0: only by time and at the end)",
     )
-    group.add_argument(
-        "--report-rounds",
-        type=cli.non_negative_integer,
-        default=10,
-        help="log and report the eval metric for hyperparameter tuning every N rounds",
-    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Flags:
+    """Every flag, by section; ``Flags()`` holds the defaults."""
+
+    shared: cli.SharedFlags = dataclasses.field(default_factory=cli.SharedFlags)
+    data: Data = dataclasses.field(default_factory=Data)
+    model: Model = dataclasses.field(default_factory=Model)
+    training: Training = dataclasses.field(default_factory=Training)
 
 
 def parser() -> argparse.ArgumentParser:
-    """The whole command line: shared flags, then this trainer's."""
-    result = cli.base_parser(DESCRIPTION)
-    add_arguments(result)
-    result.add_argument(
-        "--project",
-        default=None,
-        help="project billed for BigQuery reads (default: CLOUD_ML_PROJECT_ID)",
-    )
-    return result
+    """The whole command line (the tools read it): shared flags, then this trainer's."""
+    return cli.parser_for(Flags, DESCRIPTION)

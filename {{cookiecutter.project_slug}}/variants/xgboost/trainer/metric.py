@@ -1,8 +1,7 @@
 """The metric this trainer reports for hyperparameter tuning: vertex.yaml's ``hpt.metric``.
+You should not need to change this: the metric follows ``--eval-metric`` and ``--objective``.
 
-It follows the flags (the last of ``--eval-metric``, else the default of ``--objective``), as
-``trainer/objectives.py`` decides for training. Framework-free on purpose: ``make check``
-and ``make submit-hpt`` read it to check the study before any API call.
+Framework-free on purpose: ``make check`` and ``make submit-hpt`` read it to check the study.
 """
 
 from __future__ import annotations
@@ -14,5 +13,5 @@ from trainer import flags, objectives
 
 def reported_metric(trainer_args: list[str]) -> tuple[str, str]:
     """``(metric id, goal)`` the trainer reports when run with ``trainer_args``."""
-    args, _ = flags.parser().parse_known_args(cli.normalize_argv(list(trainer_args)))
-    return objectives.tuning_metric(args.objective, args.eval_metric)
+    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, list(trainer_args))
+    return objectives.tuning_metric(parsed.model.objective, parsed.training.eval_metric)

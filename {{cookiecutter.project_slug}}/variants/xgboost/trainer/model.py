@@ -1,6 +1,5 @@
-"""The booster: device, metric reports during training, evaluation and export.
-
-Checkpoints and resume are in ``resume.py``, objectives and their metrics in ``objectives.py``.
+"""YOURS TO CHANGE: the booster: its parameters (``params``), device, metric reports during
+training, evaluation and the ``model.bst`` export. Checkpoints: ``resume.py``.
 """
 
 from __future__ import annotations
@@ -11,11 +10,12 @@ import os
 import tempfile
 
 import xgboost as xgb
-from vertex_trainer_runtime import checkpoints, hptune, runtime, tracking
-from vertex_trainer_runtime.cli import InputError
 from xgboost.callback import TrainingCallback
 
+from vertex_trainer_runtime import checkpoints, hptune, runtime, tracking
 from trainer import throughput
+from vertex_trainer_runtime.cli import InputError
+from trainer.flags import Model
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,37 @@ def device(flag: str) -> str:
     return "cpu"
 
 
+def params(
+    options: Model,
+    objective,
+    metric_names: list[str],
+    num_class: int,
+    device: str,
+    threads: int,
+    seed: int,
+) -> dict:
+    """XGBoost's training parameters from the ``--objective``/``--max-depth``/... flags."""
+    result = {
+        "objective": objective.name,
+        "tree_method": "hist",
+        "device": device,
+        "nthread": threads,
+        "max_depth": options.max_depth,
+        "eta": options.eta,
+        "subsample": options.subsample,
+        "colsample_bytree": options.colsample_bytree,
+        "min_child_weight": options.min_child_weight,
+        "max_bin": options.max_bin,
+        "eval_metric": metric_names,
+        "seed": seed,
+    }
+    if objective.kind == "multiclass":
+        result["num_class"] = num_class
+    if options.base_score != "auto":
+        result["base_score"] = options.base_score
+    return result
+
+
 def cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -67,17 +98,17 @@ class MetricReporter(TrainingCallback):
         data_name: str,
         every: int,
         total: int,
-        tracker: tracking.Tracker | None = None,
-        speed: throughput.Throughput | None = None,
+        tracker: tracking.Tracker,
+        speed: throughput.Throughput,
     ):
         super().__init__()
         self.reporter = reporter
-        self.tracker = tracker or tracking.NoTracker()
+        self.tracker = tracker
         self.data = data
         self.data_name = data_name
         self.every = every
         self.total = total
-        self.speed = speed or throughput.Throughput(rows=0)
+        self.speed = speed
 
     def before_training(self, model):
         self.speed.start(model.num_boosted_rounds())
@@ -94,14 +125,8 @@ class MetricReporter(TrainingCallback):
                     value = evaluate(model, self.data, self.data_name, self.reporter.tag)
             first = self.speed.mark[1] + 1
             figures = self.speed.interval(rounds)
-            logger.info(
-                "round %d/%d: %s-%s=%.6g",
-                rounds,
-                self.total,
-                self.data_name,
-                self.reporter.tag,
-                value,
-            )
+            tag = f"{self.data_name}-{self.reporter.tag}"
+            logger.info("round %d/%d: %s=%.6g", rounds, self.total, tag, value)
             self.reporter.report(value, rounds)
             if self.reporter.enabled:  # the chief's speed
                 throughput.log_interval(first, rounds, figures)

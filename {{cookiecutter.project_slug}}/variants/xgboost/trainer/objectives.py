@@ -1,7 +1,5 @@
-"""Objectives and the metric each one reports, in plain Python (no XGBoost, no numpy).
-
-Config checks can import this module to compare ``vertex.yaml``'s ``hpt.metric`` with the
-trainer's ``--objective`` without installing XGBoost.
+"""YOURS TO CHANGE: the objectives ``--objective`` takes and the metric each reports by default.
+Plain Python (no XGBoost, no numpy): the config checks import it without installing XGBoost.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""XGBoost's side of a preemption notice (``vertex_trainer_runtime.preemption``): stop between
-rounds.
+"""XGBoost's side of a preemption notice (``vertex_trainer_runtime.preemption``): stop at a
+round boundary.
+You should not need to change this: generic infrastructure.
 
-After every boosting round the replicas all-reduce (MAX) "did I get SIGTERM?" through XGBoost's
-own collective, so all of them stop after the same round even when one VM got the notice. The
-chief then saves that round's checkpoint (marker last) and every replica ends with
-``Preempted``: ``trainer.task`` exits non-zero and Vertex reruns the job from that checkpoint.
-One 4-byte all-reduce per round, next to the histograms of the round; none on one replica.
-
-The bound: a notice is acted on at the end of the round in progress, so SIGTERM to exit takes
-at most one round, the checkpoint write and its publish. :class:`ExitBeforeTheVMStops` holds
-the rest: whatever still runs ``GRACE_SECONDS - EXIT_MARGIN_SECONDS`` after SIGTERM (the
-export after the last round, a slow publish, a collective call whose peer is gone) could not
-finish before the VM stops, so the process ends itself then with exit 143, keeping every
-checkpoint that is complete.
+After each round the replicas all-reduce (MAX) "did I get SIGTERM?", so all stop after the same
+round; the chief saves it (marker last) and every replica ends with ``Preempted`` (exit 143,
+Vertex reruns from there). One 4-byte all-reduce per round; none on one replica. SIGTERM to exit
+takes at most one round, the checkpoint write and its publish; :class:`ExitBeforeTheVMStops`
+ends whatever still runs ``GRACE_SECONDS - EXIT_MARGIN_SECONDS`` after SIGTERM (exit 143).
 """
 
 from __future__ import annotations
@@ -21,8 +15,9 @@ import logging
 import threading
 
 import numpy as np
-from vertex_trainer_runtime import preemption
 from xgboost.callback import TrainingCallback
+
+from vertex_trainer_runtime import preemption
 
 logger = logging.getLogger(__name__)
 
@@ -111,9 +106,8 @@ class ExitBeforeTheVMStops:
         if self._done.wait(max(0.0, self.limit - self.notice.seconds_since())):
             return
         logger.warning(
-            "Still running %.1f s after SIGTERM, shortly before the VM stops: exiting now "
-            "(exit %d); a rerun resumes from the newest complete checkpoint",
-            self.notice.seconds_since(),
-            preemption.EXIT_CODE,
+            f"Still running {self.notice.seconds_since():.1f} s after SIGTERM, shortly before the "
+            f"VM stops: exiting now (exit {preemption.EXIT_CODE}); a rerun resumes from the "
+            "newest complete checkpoint"
         )
         self.exit(preemption.EXIT_CODE)

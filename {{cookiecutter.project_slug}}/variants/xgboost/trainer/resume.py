@@ -1,15 +1,9 @@
-"""Checkpoints of the booster and resume, at boosting-round granularity.
+"""Checkpoints of the booster and resume at round granularity (``xgb_model=`` the restored booster).
+You should not need to change this, unless a checkpoint must hold more than the booster.
 
-A checkpoint is the whole booster (UBJSON) after some rounds, published with the complete-marker
-protocol of ``vertex_trainer_runtime.checkpoints``; a restarted run continues it with
-``xgb.train(..., xgb_model=booster)`` for the remaining rounds only. The round count always comes
-from the loaded booster (``num_boosted_rounds()``), never from a file name. Early stopping keeps
-its state in the booster's ``best_iteration``/``best_score`` attributes, and a round's
-checkpoint is taken after early stopping has scored that round (train.boost orders the
-callbacks), so a restart stops at the same round, with the same best round, as a run without
-one. Row and column sampling resume too: :class:`SeedEachRound` makes each round's samples a
-function of ``--seed`` and the round number only. Roots are local paths
-(``ctx.checkpoint_dir.local()``).
+The round count always comes from the loaded booster, never a file name. Early stopping's state
+rides in the booster's attributes, and :class:`SeedEachRound` makes row and column samples a
+function of ``--seed`` and the round, so a resumed run ends as an uninterrupted one does.
 """
 
 from __future__ import annotations
@@ -21,8 +15,9 @@ import tempfile
 
 import numpy as np
 import xgboost as xgb
-from vertex_trainer_runtime import checkpoints, publisher, runtime
 from xgboost.callback import EarlyStopping, TrainingCallback
+
+from vertex_trainer_runtime import checkpoints, publisher, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +50,8 @@ def restore(root: str, group, objective, schema, num_boost_round: int) -> xgb.Bo
     booster = xgb.Booster(model_file=bytearray(raw))
     if booster.num_boosted_rounds() > num_boost_round:
         logger.warning(
-            "The checkpoint has %d rounds, more than --num-boost-round=%d: keeping the first %d",
-            booster.num_boosted_rounds(),
-            num_boost_round,
-            num_boost_round,
+            f"The checkpoint has {booster.num_boosted_rounds()} rounds, more than "
+            f"--num-boost-round={num_boost_round}: keeping the first {num_boost_round}"
         )
         booster = booster[:num_boost_round]
     return booster
@@ -88,11 +81,8 @@ def latest_booster(root: str, validate=None) -> xgb.Booster | None:
     if found is None:
         return None
     booster = loaded[found.path]
-    logger.info(
-        "Resuming from %s: %d rounds done",
-        runtime.to_gcs_uri(found.path),
-        booster.num_boosted_rounds(),
-    )
+    rounds = booster.num_boosted_rounds()
+    logger.info("Resuming from %s: %d rounds done", runtime.to_gcs_uri(found.path), rounds)
     return booster
 
 
@@ -109,7 +99,7 @@ def save_checkpoint(booster: xgb.Booster, publishing: publisher.Publisher) -> No
 class Checkpointer(TrainingCallback):
     """Checkpoint every ``every`` rounds, every ``minutes`` minutes and at the end (rank 0)."""
 
-    def __init__(self, root: str, every: int, minutes: float, enabled: bool, speed=None):
+    def __init__(self, root: str, every: int, minutes: float, enabled: bool, speed):
         super().__init__()
         self.root = root
         self.every = every
@@ -117,15 +107,12 @@ class Checkpointer(TrainingCallback):
         self.enabled = enabled
         self.saved_at = -1
         self.publisher = publisher.Publisher(root)
-        self.speed = speed  # a throughput.Throughput that adds up the time of the saves
+        self.speed = speed  # a throughput.Throughput: it adds up the time of the saves
 
     def save(self, booster: xgb.Booster) -> None:
         rounds = booster.num_boosted_rounds()
         if self.enabled and rounds != self.saved_at:
-            if self.speed is not None:
-                with self.speed.timing("checkpoint"):
-                    save_checkpoint(booster, self.publisher)
-            else:
+            with self.speed.timing("checkpoint"):
                 save_checkpoint(booster, self.publisher)
             self.saved_at = rounds
             self.interval.reset()
@@ -144,11 +131,8 @@ class Checkpointer(TrainingCallback):
 
 
 def round_seed(seed: int, round_index: int) -> int:
-    """The sampling seed of boosting round ``round_index`` (0-based) of a run with ``seed``.
-
-    Mixed by ``numpy.random.SeedSequence``, so that the rounds of two runs whose seeds differ
-    by a few never share seeds; below 2**31, a seed every XGBoost build accepts.
-    """
+    """The sampling seed of round ``round_index`` (0-based): mixed by ``SeedSequence`` so that
+    runs whose seeds differ by a few share none; below 2**31, which every XGBoost build takes."""
     state = np.random.SeedSequence([seed, round_index]).generate_state(1)[0]
     return int(state) % 2**31
 
@@ -156,14 +140,11 @@ def round_seed(seed: int, round_index: int) -> int:
 class SeedEachRound(TrainingCallback):
     """Seeds each round's row and column sampling from ``seed`` and the round number.
 
-    XGBoost draws the samples from a process-wide generator that is not saved in the booster,
-    and its tree updater keeps a column sampler seeded once, when it is created. So a booster
-    continued after a restart samples other rows and columns than the uninterrupted run did
-    (``subsample`` or ``colsample_*`` below 1). Before every round this sets the booster's
-    ``seed`` (XGBoost reseeds its generator when the seed changes) and reloads the booster's
-    own configuration, which makes XGBoost build a fresh updater and column sampler from that
-    seed. A resumed round then samples exactly what the uninterrupted run's round sampled, on
-    every replica. Measured cost: about 0.6 ms per round.
+    XGBoost's sampling generator is process-wide and its column sampler is seeded once, neither
+    saved in the booster, so a resumed booster would sample other rows and columns. Setting
+    ``seed`` (XGBoost reseeds on a change) and reloading the booster's own configuration (a
+    fresh updater and column sampler) makes each round sample what the uninterrupted run's
+    round did, on every replica. Measured cost: about 0.6 ms per round.
     """
 
     def __init__(self, seed: int):
@@ -203,11 +184,8 @@ class ResumableEarlyStopping(EarlyStopping):
             self.best_scores = {name: {metric: [best_score]}}
             self.current_rounds = model.num_boosted_rounds() - 1 - best_iteration
             logger.info(
-                "Early stopping resumed: best %s=%.6g at round %d, %d rounds since",
-                metric,
-                best_score,
-                best_iteration + 1,
-                self.current_rounds,
+                f"Early stopping resumed: best {metric}={best_score:.6g} at round "
+                f"{best_iteration + 1}, {self.current_rounds} rounds since"
             )
         return model
 

@@ -1,9 +1,5 @@
 """Which global rows each replica of a distributed job reads, and which are held out for eval.
-
-Split out of ``data.py``, which reads the data: this module only numbers rows. ``RowPlan`` gives
-each replica a contiguous range of the global row numbers and picks the held-out eval rows by a
-seeded hash of the row number (``_hashed_rows_held_out``: of the row's values, for BigQuery), so
-they are the same rows for any replica count.
+You should not need to change this: it only numbers rows (``data.py`` reads them).
 """
 
 from __future__ import annotations

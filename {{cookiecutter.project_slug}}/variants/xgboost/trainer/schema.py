@@ -1,7 +1,5 @@
-"""What the columns of tabular data mean, agreed by all replicas: the ``Schema``.
-
-Text columns become ordinal category codes and class labels become ``0..K-1``; the mapping is
-saved beside the model so that prediction clients encode their rows the same way.
+"""YOURS TO CHANGE: how columns become features: text -> category codes, labels -> ``0..K-1``,
+agreed by all replicas and saved beside the model so clients encode rows the same way.
 """
 
 from __future__ import annotations
@@ -9,7 +7,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -40,9 +38,6 @@ class Schema:
     @property
     def num_class(self) -> int:
         return len(self.classes) if self.classes is not None else 0
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def summarize(frame: pd.DataFrame, label_column: str, kind: str, source: str) -> dict:
@@ -234,13 +229,8 @@ def _warn_unseen_categories(values: list[str], codes: dict, column: str, source:
         distinct = sorted(set(unseen))
         shown = ", ".join(map(repr, distinct[:3])) + (", ..." if len(distinct) > 3 else "")
         logger.warning(
-            "%s: column %r has %d value(s) never seen in training (%s) in %d row(s); "
-            "the model treats them as missing",
-            source,
-            column,
-            len(distinct),
-            shown,
-            len(unseen),
+            f"{source}: column {column!r} has {len(distinct)} value(s) never seen in training "
+            f"({shown}) in {len(unseen)} row(s); the model treats them as missing"
         )
 
 

@@ -1,9 +1,9 @@
 """Reading CSV and Parquet files: listing them, counting their rows, reading a range of rows.
+Change it to read another file format; ``data.py`` picks the source and this replica's rows.
 
-Split out of ``data.py``, which picks the source and this replica's rows: this module knows the
-files. Row counts come from Parquet metadata or from counting a plain CSV file's line ends (a
-CSV file with quotes, carriage returns or blank lines is counted by pandas instead), and a range
-of rows is read from the Parquet row groups or the CSV byte that holds it.
+Row counts come from Parquet metadata or a plain CSV file's line ends (pandas counts a CSV file
+with quotes, carriage returns or blank lines); a range is read from the Parquet row groups or the
+CSV byte that holds it.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import glob
 import gzip
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -30,10 +32,7 @@ _NOT_A_ROW_START = np.frombuffer(b"\n \t", dtype=np.uint8)
 def count_rows(path: str) -> int:
     """The data rows of one file: Parquet's metadata, or a pass over a CSV file (its first
     column parsed; an unreadable file is an ``InputError`` naming it)."""
-    shown = runtime.to_gcs_uri(path)
-    if os.path.getsize(path) == 0:
-        raise InputError(f"{shown}: the file is empty")
-    try:
+    with _reading(path):
         if path.lower().endswith(PARQUET_SUFFIXES):
             return pq.ParquetFile(path).metadata.num_rows
         try:
@@ -42,12 +41,23 @@ def count_rows(path: str) -> int:
             pass
         chunks = pd.read_csv(path, usecols=[0], dtype=str, chunksize=COUNT_CHUNK_ROWS)
         return sum(len(chunk) for chunk in chunks)
+
+
+@contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """Turn an empty or unreadable file into an ``InputError`` naming it."""
+    shown = runtime.to_gcs_uri(path)
+    if os.path.getsize(path) == 0:
+        raise InputError(f"{shown}: the file is empty")
+    try:
+        yield
     except pd.errors.EmptyDataError:
         raise InputError(f"{shown}: the file is empty (no header, no rows)") from None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as error:
-        raise InputError(
-            f"{shown}: cannot read it as {_format(path)}: {_first_line(error)}"
-        ) from None
+        text = str(error).strip()
+        first_line = text.splitlines()[0] if text else type(error).__name__
+        kind = "Parquet" if path.lower().endswith(PARQUET_SUFFIXES) else "CSV"
+        raise InputError(f"{shown}: cannot read it as {kind}: {first_line}") from None
 
 
 def _count_csv_lines(path: str) -> int:
@@ -154,10 +164,7 @@ def _is_data_file(name: str) -> bool:
 def read_file(path: str, rows: tuple[int, int] | None = None) -> pd.DataFrame:
     """One CSV or Parquet file (``rows``: only rows ``first..last`` of it); unreadable or empty
     files are an ``InputError`` naming it."""
-    shown = runtime.to_gcs_uri(path)
-    if os.path.getsize(path) == 0:
-        raise InputError(f"{shown}: the file is empty")
-    try:
+    with _reading(path):
         if path.lower().endswith(PARQUET_SUFFIXES):
             return _read_parquet(path, rows)
         # pandas renames a repeated column (f1, f1 -> f1, f1.1): read the header as it is.
@@ -172,15 +179,10 @@ def read_file(path: str, rows: tuple[int, int] | None = None) -> pd.DataFrame:
             first, last = rows
             names = list(pd.read_csv(path, nrows=0).columns)
             frame = _read_csv_rows(path, first, last - first, names)
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{shown}: the file is empty (no header, no rows)") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as error:
-        raise InputError(
-            f"{shown}: cannot read it as {_format(path)}: {_first_line(error)}"
-        ) from None
     named = [name for name in header if isinstance(name, str)]  # an empty cell is NaN
     repeated = next((name for name in named if named.count(name) > 1), None)
     if repeated is not None:
+        shown = runtime.to_gcs_uri(path)
         raise InputError(f"{shown}: column {repeated!r} appears twice in the header")
     return frame
 
@@ -216,14 +218,6 @@ def _read_parquet(path: str, rows: tuple[int, int] | None) -> pd.DataFrame:
         return parquet.schema_arrow.empty_table().to_pandas()
     frame = parquet.read_row_groups(groups, use_pandas_metadata=True).to_pandas()
     return frame.iloc[first - skipped : last - skipped].reset_index(drop=True)
-
-
-def _first_line(error: Exception) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-
-
-def _format(path: str) -> str:
-    return "Parquet" if path.lower().endswith(PARQUET_SUFFIXES) else "CSV"
 
 
 def _concat(frames: list[pd.DataFrame], spec: str) -> pd.DataFrame:
