@@ -5,6 +5,7 @@ metric; nothing else logs, and a failing API costs one warning line."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -54,6 +55,23 @@ def test_the_chief_logs_flags_each_evaluation_and_the_final_metric(monkeypatch):
     assert final["_params"] == params
     assert final["_metrics"] == {"loss": 0.4, "accuracy": 0.75, "step": 2, "final_accuracy": 0.75}
     assert final["_state"] == "COMPLETE"
+
+
+def test_typed_flags_are_logged_as_one_flat_set_of_params():
+    """A variant's ``Flags`` dataclass of sections: each section's fields, by flag name."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Training:
+        learning_rate: float = 0.01
+        fp16: bool = False
+
+    @dataclasses.dataclass(frozen=True)
+    class Flags:
+        shared: Training
+        data: object
+
+    flags = Flags(Training(), dataclasses.make_dataclass("Data", ["eval_data"])(None))
+    assert tracking.params_of(flags) == {"learning_rate": 0.01, "fp16": "False", "eval_data": ""}
 
 
 def test_a_restarted_chief_resumes_the_run_submit_created():

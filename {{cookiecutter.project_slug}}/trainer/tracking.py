@@ -22,12 +22,13 @@ training run (an unreachable API: after the SDK's retries, up to 120 s, once).
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import logging
 import math
 import os
 import warnings
 from collections.abc import Callable, Mapping
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +52,16 @@ def parse_names(environ: Mapping[str, str]) -> tuple[str, str, str, str] | None:
     return project, location, experiment, run
 
 
-def params_of(args: argparse.Namespace) -> dict[str, float | int | str]:
-    """The flags as Experiment params: numbers stay numbers, anything else is its text."""
+def params_of(args: Any) -> dict[str, float | int | str]:
+    """The flags (a ``Flags`` dataclass of sections, or a namespace) as Experiment params:
+    numbers stay numbers, anything else is its text."""
+    if dataclasses.is_dataclass(args):
+        sections = [getattr(args, field.name) for field in dataclasses.fields(args)]
+        values = {f.name: getattr(s, f.name) for s in sections for f in dataclasses.fields(s)}
+    else:
+        values = vars(args)
     params: dict[str, float | int | str] = {}
-    for name, value in sorted(vars(args).items()):
+    for name, value in sorted(values.items()):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             params[name] = value
         else:
@@ -176,9 +183,7 @@ class NoTracker(Tracker):
         self.enabled = False
 
 
-def start(
-    args: argparse.Namespace, is_chief: bool, trial: str | None = None, environ=None
-) -> Tracker:
+def start(args: Any, is_chief: bool, trial: str | None = None, environ=None) -> Tracker:
     """The chief's tracker, already logging the flags; a no-op tracker anywhere else."""
     environ = os.environ if environ is None else environ
     names = parse_names(environ)
