@@ -171,7 +171,7 @@ def test_plain_names_take_project_and_region_from_the_environment():
 
 def test_typed_flags_are_logged_by_flag_name():
     """A variant's ``Flags`` dataclass of sections gives the same params as a namespace."""
-    from trainer import cli
+    from vertex_trainer_runtime import cli
 
     @dataclasses.dataclass(frozen=True)
     class Model:

@@ -13,7 +13,7 @@ import tensorflow as tf
 from conftest import TINY, train
 from vertex_trainer_runtime import cli
 
-from trainer import data, image_checks
+from trainer import data, flags, image_checks
 
 
 def _pixels(seed: int = 0) -> np.ndarray:
@@ -106,7 +106,11 @@ def _folder(tmp_path, files) -> str:
 
 
 def _sources(train: str, eval_data: str | None = None, validation_split: float = 0.25):
-    return data.sources(train, eval_data, 8, validation_split, 1, 4, 2)
+    shared = cli.SharedFlags(train_data=train, eval_data=eval_data, seed=1)
+    config = flags.Data(
+        validation_split=validation_split, synthetic_examples=4, synthetic_classes=2
+    )
+    return data.sources(shared, config, 8)
 
 
 @pytest.mark.parametrize("name, files, problem", BAD_IMAGES, ids=[c[0] for c in BAD_IMAGES])

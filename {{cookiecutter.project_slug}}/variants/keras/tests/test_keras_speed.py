@@ -15,6 +15,9 @@ from vertex_trainer_runtime import checkpoints
 
 from trainer import model as models
 from trainer import precision, throughput
+from trainer.flags import Model
+
+SMALL_CNN = Model(model="small-cnn", weights="none")
 
 
 @pytest.mark.parametrize(
@@ -44,7 +47,7 @@ def policy_reset():
 
 def test_mixed_bfloat16_computes_in_bfloat16_on_float32_variables(policy_reset):
     assert precision.apply("mixed_bfloat16") == "mixed_bfloat16"
-    classifier = models.build("small-cnn", 4, 16, "none", False, 0.01)
+    classifier = models.build(SMALL_CNN, 4, 16, 0.01)
     images = np.random.default_rng(0).uniform(0, 255, (32, 16, 16, 3)).astype(np.float32)
     history = classifier.fit(images, np.arange(32) % 4, batch_size=16, epochs=1, verbose=0)
 
@@ -104,7 +107,7 @@ def test_precisions_resume_xla_trains_and_throughput_is_logged(
 def test_a_mixed_float16_checkpoint_restores_under_float32(tmp_path, policy_reset):
     """The saved loss scale is left unread; weights and the optimizer's step come back."""
     precision.apply("mixed_float16")
-    source = models.build("small-cnn", 4, 16, "none", False, 0.01)
+    source = models.build(SMALL_CNN, 4, 16, 0.01)
     # tf-keras's compile adds loss scaling to mixed_float16 by itself.
     assert isinstance(source.optimizer, keras.mixed_precision.LossScaleOptimizer)
     assert source.optimizer.dynamic
@@ -112,7 +115,7 @@ def test_a_mixed_float16_checkpoint_restores_under_float32(tmp_path, policy_rese
     tf.train.Checkpoint(model=source, optimizer=source.optimizer).write(str(tmp_path / "ckpt"))
 
     precision.apply("float32")
-    target = models.build("small-cnn", 4, 16, "none", False, 0.01)
+    target = models.build(SMALL_CNN, 4, 16, 0.01)
     restored = tf.train.Checkpoint(model=target, optimizer=target.optimizer)
     restored.read(str(tmp_path / "ckpt")).assert_existing_objects_matched()
     assert int(target.optimizer.iterations.numpy()) == 7

@@ -15,6 +15,9 @@ from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import read_metrics
 
 from trainer import model as models
+from trainer.flags import Model
+
+SMALL_CNN = Model(model="small-cnn", weights="none")
 
 # What importing TensorFlow prints by default (TensorFlow 2.17 on CPU): INFO banners and
 # "Unable to register cuFFT/cuDNN/cuBLAS factory" errors that mean nothing.
@@ -187,7 +190,7 @@ def test_savedmodel_answers_vertex_requests_as_the_keras_model(tmp_path, serve_m
     """TF Serving's row format (one object of every output per instance), as the prebuilt TF
     prediction image serves it, with what the Keras model predicts."""
     classes = ("circle", "square", "triangle")
-    classifier = models.build("small-cnn", len(classes), 16, "none", False, 0.01)
+    classifier = models.build(SMALL_CNN, len(classes), 16, 0.01)
     images = np.random.default_rng(0).uniform(0, 255, (4, 16, 16, 3)).astype(np.float32)
     classifier.fit(images, np.arange(4) % len(classes), epochs=1, verbose=0)
     models.export(classifier, classes, 16, str(tmp_path / "model"))

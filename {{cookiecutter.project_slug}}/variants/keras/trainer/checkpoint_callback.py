@@ -1,9 +1,7 @@
-"""When training saves a checkpoint, and the exit a preemption notice forces.
+"""When training saves a checkpoint (epoch ends, ``--checkpoint-minutes``, a SIGTERM), agreed
+by every task, and the watchdog that ends a replica still running well after its SIGTERM.
 
-Split out of ``resume.py``, which holds what a checkpoint is (``TrainingState``: save, publish,
-restore): ``CheckpointCallback`` decides the moments (epoch ends, ``--checkpoint-minutes``, a
-SIGTERM), agreed by every task under MultiWorkerMirroredStrategy; ``exit_if_notice_outlives`` is
-the watchdog that ends a replica still running well after its SIGTERM.
+You should not need to change this file (what a checkpoint is: resume.py).
 """
 
 from __future__ import annotations
@@ -19,36 +17,25 @@ from trainer import resume
 
 logger = logging.getLogger(__name__)
 
-# Under MultiWorkerMirroredStrategy the tasks agree on "a time-based save is due" with a tiny
-# collective every AGREE_EVERY_BATCHES batches (the same steps in every attempt), and on "a task
-# got SIGTERM" about every NOTICE_SECONDS (every batch once a batch takes that long): a round
-# trip per fast step would cost more than it saves, a slow step is acted on at its end.
+# Under MultiWorkerMirroredStrategy the tasks agree on "a timed save is due" every
+# AGREE_EVERY_BATCHES batches and on "a task got SIGTERM" about every NOTICE_SECONDS.
 AGREE_EVERY_BATCHES = 10
 NOTICE_SECONDS = 1.0
-# After SIGTERM a replica exits by then whatever it is doing (a collective waiting on a replica
-# that is gone, an evaluation or export too long for the grace): Compute Engine stops the VM
-# about 30 s after the notice, and the newest complete checkpoint is what the rerun needs.
+# After SIGTERM a replica exits by then whatever it is doing: Compute Engine stops the VM
+# about 30 s after the notice.
 EXIT_AFTER_NOTICE_SECONDS = 25.0
 GRACE_SECONDS = 30.0
 
 
 class CheckpointCallback(keras.callbacks.Callback):
-    """Saves at the end of every epoch, within epochs at least every ``minutes``, and at once
-    on a preemption ``notice`` (``vertex_trainer_runtime.preemption``; then training stops).
+    """Saves at every epoch's end, within epochs at least every ``minutes``, and at once on a
+    preemption ``notice`` (then training stops). A mid-epoch checkpoint records its steps into
+    the epoch (``steps_offset`` while a restart trains the rest of that epoch).
 
-    A mid-epoch checkpoint records how many steps of its epoch were done; after a restart only
-    the remaining steps of that epoch run (on the batches the interrupted run would have
-    trained next: ``passes.training_dataset``), then the next epochs.
-    ``steps_offset`` is that count while the rest of an interrupted epoch runs.
-
-    Under MultiWorkerMirroredStrategy every task must join the same collectives, so the tasks
-    agree in one tiny all-gather: at every ``AGREE_EVERY_BATCHES``-th batch on "a timed save is
-    due" (the same steps whatever the step time, so resumed runs save where whole runs do), and
-    on "some task got SIGTERM" at the first batch of every attempt, then every ``every`` batches:
-    each agreement also gathers every task's time per batch, and all tasks derive the same
-    ``every`` from the slowest, so that agreements come about ``NOTICE_SECONDS`` apart (every
-    batch once a batch takes that long). A notice is thus acted on within
-    max(NOTICE_SECONDS, one step) of training, then the save.
+    Under MultiWorkerMirroredStrategy the tasks agree in one tiny all-gather: on "a timed save is
+    due" at every ``AGREE_EVERY_BATCHES``-th batch (the same steps whatever the step time), and on
+    "some task got SIGTERM" every ``every`` batches, derived from the slowest task's batch time
+    so that agreements come about ``NOTICE_SECONDS`` apart.
     """
 
     def __init__(self, state: resume.TrainingState, minutes: float, notice=None):
@@ -119,13 +106,9 @@ class CheckpointCallback(keras.callbacks.Callback):
 def exit_if_notice_outlives(
     notice, state: resume.TrainingState, seconds: float = EXIT_AFTER_NOTICE_SECONDS
 ):
-    """A watchdog: ``seconds`` after SIGTERM the process exits (EXIT_CODE) whatever it is doing.
-
-    What can hold a replica past its notice: a collective whose peer is gone (MultiWorkerMirrored
-    collectives have no timeout: the chief's evaluation legitimately keeps the others waiting),
-    or an evaluation and export longer than the grace. By then the checkpoint of the notice is
-    published, or being published (the watchdog gives it until Compute Engine's stop); a rerun
-    resumes from the newest complete one.
+    """A watchdog: ``seconds`` after SIGTERM the process exits (EXIT_CODE) whatever it is doing
+    (a collective whose peer is gone, an evaluation and export longer than the grace); the
+    checkpoint of the notice is published by then, or given until Compute Engine's stop.
     """
 
     def watch():

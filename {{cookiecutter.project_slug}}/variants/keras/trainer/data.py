@@ -1,19 +1,12 @@
-"""Image-classification input pipelines: synthetic images, an image folder, or a TFDS dataset.
+"""The input data: synthetic images, an image folder, or a TFDS dataset (tfds_data.py).
 
-Every source yields ``(image, label)`` with ``image`` a float32 ``[size, size, 3]`` tensor of
-pixel values in 0..255 (the exported model takes the same), and ``label`` an int32 class index.
-Pipelines are built per worker from a ``tf.distribute.InputContext``: each worker reads only its
-own shard of the examples, batches with the per-replica batch size and prefetches, so the global
-batch is ``per-replica batch x replicas``. Training goes in passes: one pass trains on every
-example exactly once, in an order that depends only on the seed and the pass number, so a
-restarted run continues the interrupted pass with the same batches (see ``passes.py``).
-Evaluation reads every eval example exactly once. TFDS datasets are read by ``tfds_data.py``.
-Image files in folders are checked before training by ``image_checks.py``.
+YOU MAY CHANGE THIS FILE: add a source or change the decoding. Every source yields float32
+``[size, size, 3]`` pixels in 0..255 (the exported model takes the same) and an int32 label; each
+worker reads only its shard, and training order is fixed by the seed and pass (passes.py).
 """
 
 from __future__ import annotations
 
-import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,8 +15,7 @@ import tensorflow as tf
 from vertex_trainer_runtime import cli, runtime
 
 from trainer import image_checks
-
-logger = logging.getLogger(__name__)
+from trainer.flags import Data
 
 SYNTHETIC = "synthetic"
 TFDS_PREFIX = "tfds:"
@@ -37,11 +29,8 @@ _SYNTHETIC_COLOUR_SEED = 20_241_121
 
 @dataclass(frozen=True)
 class Source:
-    """A labelled image set: ``shard(context)`` yields keys, ``load`` turns a key into a pair.
-
-    Keys are cheap (a file name, an index); images are decoded after sharding and shuffling,
-    so a worker never reads another worker's files.
-    """
+    """A labelled image set: ``shard(context)`` yields cheap keys (file names, indices),
+    ``load`` turns one into ``(image, label)`` after sharding and shuffling."""
 
     description: str
     class_names: tuple[str, ...]
@@ -59,15 +48,9 @@ class Source:
         return len(self.class_names)
 
 
-# --- synthetic --------------------------------------------------------------------------------
-
-
 def synthetic(size: int, num_classes: int, image_size: int, seed: int, name: str) -> Source:
-    """Generated images: each class has its own colour plus noise, so a model can learn it.
-
-    Image ``i`` has label ``i % num_classes`` and is a pure function of ``(seed, i)``, so every
-    worker generates the same set and takes its shard by index.
-    """
+    """Each class its own colour plus noise; image ``i`` (label ``i % num_classes``) is a pure
+    function of ``(seed, i)``, so every worker takes its shard by index."""
 
     def shard(context: tf.distribute.InputContext) -> tf.data.Dataset:
         keys = tf.data.Dataset.range(size)
@@ -87,9 +70,6 @@ def synthetic(size: int, num_classes: int, image_size: int, seed: int, name: str
     return Source(f"{size} synthetic {name} images", names, size, shard, load)
 
 
-# --- image folders ----------------------------------------------------------------------------
-
-
 def decode_image(raw: tf.Tensor, image_size: int) -> tf.Tensor:
     """JPEG/PNG/BMP/GIF bytes -> float32 ``[size, size, 3]``, 0..255: training and serving both."""
     image = tf.io.decode_image(raw, channels=3, expand_animations=False)
@@ -99,10 +79,7 @@ def decode_image(raw: tf.Tensor, image_size: int) -> tf.Tensor:
 
 
 def list_image_folder(path: str, flag: str) -> tuple[list[str], dict[str, list[str]]]:
-    """Class names (sorted sub-folder names) and each class's image files, or InputError.
-
-    Works on local paths, ``/gcs/`` paths and ``gs://`` URIs (TensorFlow reads gs:// itself).
-    """
+    """Class names (sorted sub-folders) and each class's image files (local, /gcs/ or gs://)."""
     root = runtime.strip_trailing_slash(path)
     if not tf.io.gfile.exists(root):
         raise cli.InputError(f"{flag} {path}: no such file or directory")
@@ -216,61 +193,45 @@ def image_folders(
     )
 
 
-# --- choosing sources -------------------------------------------------------------------------
-
-
 def run_here(action: Callable):
     """The ``chief_first`` of a single task: just run ``action``, return its result."""
     return action()
 
 
 def sources(
-    train_data: str | None,
-    eval_data: str | None,
-    image_size: int,
-    validation_split: float,
-    seed: int,
-    synthetic_examples: int,
-    synthetic_classes: int,
-    tfds_data_dir: str | None = None,
-    chief_first: Callable = run_here,
+    shared: cli.SharedFlags, config: Data, image_size: int, chief_first: Callable = run_here
 ) -> tuple[Source, Source]:
-    """The train and eval sources for the ``--train-data`` / ``--eval-data`` values."""
-    train_data = train_data or SYNTHETIC
-    eval_data = eval_data or None
+    """The train and eval sources for ``--train-data`` / ``--eval-data`` and the data flags."""
+    train_data, eval_data, seed = shared.train_data or SYNTHETIC, shared.eval_data, shared.seed
+    validation_split = config.validation_split
     if train_data.startswith(TFDS_PREFIX):
         # Imported here, not at the top: tfds_data builds its sources on this module's Source.
         from trainer import tfds_data
 
         return tfds_data.tfds_sources(
-            train_data, eval_data, image_size, validation_split, tfds_data_dir, chief_first, seed
+            train_data,
+            eval_data,
+            image_size,
+            validation_split,
+            config.tfds_data_dir,
+            chief_first,
+            seed,
         )
     if train_data != SYNTHETIC:
         if eval_data == SYNTHETIC:
             raise cli.InputError("--eval-data synthetic goes with --train-data synthetic only")
         return image_folders(train_data, eval_data, image_size, validation_split, seed)
-    train = synthetic(synthetic_examples, synthetic_classes, image_size, seed, "training")
+    examples, classes = config.synthetic_examples, config.synthetic_classes
+    train = synthetic(examples, classes, image_size, seed, "training")
     if eval_data in (None, SYNTHETIC):
-        eval_size = max(1, synthetic_examples // 4)
-        return train, synthetic(eval_size, synthetic_classes, image_size, seed + 1, "eval")
+        return train, synthetic(max(1, examples // 4), classes, image_size, seed + 1, "eval")
     raise cli.InputError(f"--eval-data {eval_data}: with --train-data synthetic use synthetic")
 
 
-# --- pipelines --------------------------------------------------------------------------------
-
-
 def eval_dataset(source: Source, batch: int) -> tf.data.Dataset:
-    """Every eval example exactly once, in batches of ``batch`` (the last one may be smaller).
-
-    One task evaluates the whole set (see ``model.evaluate``): no shard is padded or repeated to
-    fill a batch, so the accuracy does not depend on the batch size or the number of workers.
-    """
+    """Every eval example exactly once, in batches of ``batch``: one task evaluates the whole set,
+    so the accuracy depends on neither the batch size nor the number of workers."""
     images = source.shard(tf.distribute.InputContext()).map(
         source.load, num_parallel_calls=tf.data.AUTOTUNE
     )
     return images.batch(batch).prefetch(tf.data.AUTOTUNE)
-
-
-def log_summary(train: Source, evaluation: Source) -> None:
-    logger.info("Training data: %s", train.description)
-    logger.info("Eval data: %s", evaluation.description)

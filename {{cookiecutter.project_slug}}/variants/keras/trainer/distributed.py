@@ -1,8 +1,7 @@
 """The distribution strategy of a Keras job, from Vertex's cluster, and chief-first work.
 
-MultiWorkerMirroredStrategy when the job has several training replicas (it reads TF_CONFIG; a
-Reduction Server's ``ps`` entry is taken out first), MirroredStrategy on one VM with several
-GPUs, else TensorFlow's default strategy.
+You should not need to change this file. MultiWorkerMirroredStrategy for several training
+replicas (a Reduction Server's ``ps`` taken out of TF_CONFIG), MirroredStrategy for several GPUs.
 """
 
 from __future__ import annotations

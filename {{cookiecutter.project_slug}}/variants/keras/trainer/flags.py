@@ -1,14 +1,14 @@
-"""The flags of ``python -m trainer.task``: the shared ones (``vertex_trainer_runtime.cli``) and
-this trainer's.
+"""The flags of ``python -m trainer.task``: typed sections, parsed once by ``cli.parse``.
 
-Framework-free on purpose: the tools (``make check``, ``make submit-hpt``, the local emulator)
-import it to know the trainer's flags, so a study parameter or a ``job.args`` flag the trainer
-lacks is refused before any job starts. Add a flag here and read it in ``train.run(args, ctx)``.
+YOU MAY CHANGE THIS FILE: a new flag is one field in a section below and its use where the
+section is read (``train.run`` hands each function the section it needs). Framework-free: the
+tools (``make check``, ``make submit-hpt``, ``local-run``) import it to know the trainer's flags.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: the sections' types must be real objects, as the
+# tools import this module and drop it from sys.modules before they read its parser.
 import argparse
+from dataclasses import dataclass
 
 from vertex_trainer_runtime import cli
 
@@ -20,6 +20,11 @@ WEIGHTS = ("imagenet", "none")
 # Keras's mixed-precision policy names; "auto" picks one for the GPU (trainer/precision.py).
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
+DESCRIPTION = "Train a Keras image classifier on Vertex AI or locally."
+# Why job.reduction_server is of no use to this trainer (`make check` refuses it); None: it is.
+# MultiWorkerMirroredStrategy all-reduces with NCCL when a Reduction Server is there.
+NO_REDUCTION_SERVER = None
+
 
 def _validation_split(value: str) -> float:
     number = cli.non_negative_float(value)
@@ -28,93 +33,102 @@ def _validation_split(value: str) -> float:
     return number
 
 
-DESCRIPTION = "Train a Keras image classifier on Vertex AI or locally."
-# Why job.reduction_server is of no use to this trainer (`make check` refuses it); None: it is.
-# MultiWorkerMirroredStrategy all-reduces with NCCL when a Reduction Server is there (train.py).
-NO_REDUCTION_SERVER = None
+@dataclass(frozen=True)
+class Training:
+    """training (hyperparameter-tuning parameters too)"""
+
+    epochs: int = cli.flag(10, type=cli.positive_integer)
+    batch_size: int = cli.flag(
+        32,
+        "per replica; the global batch is this times the number of replicas",
+        type=cli.positive_integer,
+    )
+    learning_rate: float = cli.flag(1e-3, type=cli.positive_float)
+    steps_per_epoch: int | None = cli.flag(
+        None,
+        "default: one pass over the training images (the last step takes the rest)",
+        type=cli.positive_integer,
+    )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    training = parser.add_argument_group("training (hyperparameter-tuning parameters too)")
-    training.add_argument("--epochs", type=cli.positive_integer, default=10)
-    training.add_argument(
-        "--batch-size",
-        type=cli.positive_integer,
-        default=32,
-        help="per replica; the global batch is this times the number of replicas",
-    )
-    training.add_argument("--learning-rate", type=cli.positive_float, default=1e-3)
-    training.add_argument(
-        "--steps-per-epoch",
-        type=cli.positive_integer,
-        default=None,
-        help="default: one pass over the training images (the last step takes the rest)",
-    )
-    network = parser.add_argument_group("model")
-    network.add_argument("--model", choices=MODELS, default="resnet50")
-    network.add_argument(
-        "--weights",
+@dataclass(frozen=True)
+class Model:
+    """model"""
+
+    model: str = cli.flag("resnet50", choices=MODELS)
+    weights: str = cli.flag(
+        "imagenet",
+        "'imagenet' downloads pretrained weights; 'none' trains from scratch (offline)",
         choices=WEIGHTS,
-        default="imagenet",
-        help="'imagenet' downloads pretrained weights; 'none' trains from scratch (offline)",
     )
-    network.add_argument(
-        "--fine-tune",
-        action="store_true",
-        help="also train the pretrained layers (default: frozen with --weights=imagenet)",
+    fine_tune: bool = cli.flag(
+        False, "also train the pretrained layers (default: frozen with --weights=imagenet)"
     )
-    network.add_argument(
-        "--image-size",
-        type=cli.positive_integer,
-        default=None,
-        help=f"images are resized to this square (default: {DEFAULT_IMAGE_SIZE}, "
+    image_size: int | None = cli.flag(
+        None,
+        f"images are resized to this square (default: {DEFAULT_IMAGE_SIZE}, "
         f"{SYNTHETIC_IMAGE_SIZE} for synthetic data)",
+        type=cli.positive_integer,
     )
-    speed = parser.add_argument_group("speed")
-    speed.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default="auto",
-        help="Keras mixed-precision policy; auto: mixed_bfloat16 on GPUs with native bfloat16 "
+
+    def image_side(self, synthetic: bool) -> int:
+        """``--image-size``, else the default for the data."""
+        return self.image_size or (SYNTHETIC_IMAGE_SIZE if synthetic else DEFAULT_IMAGE_SIZE)
+
+
+@dataclass(frozen=True)
+class Speed:
+    """speed"""
+
+    precision: str = cli.flag(
+        "auto",
+        "Keras mixed-precision policy; auto: mixed_bfloat16 on GPUs with native bfloat16 "
         "(compute capability 8.0+: A100, L4, H100), mixed_float16 with loss scaling on T4/V100, "
         "float32 on CPU",
+        choices=PRECISIONS,
     )
-    speed.add_argument(
-        "--jit-compile",
-        action="store_true",
-        help="compile the training step with XLA (model.compile(jit_compile=True)); "
+    jit_compile: bool = cli.flag(
+        False,
+        "compile the training step with XLA (model.compile(jit_compile=True)); "
         "tf-keras's default is off",
     )
-    speed.add_argument(
-        "--logging-steps",
+    logging_steps: int = cli.flag(
+        50,
+        "the chief logs examples/s and step time every this many steps",
         type=cli.positive_integer,
-        default=50,
-        help="the chief logs examples/s and step time every this many steps",
     )
-    inputs = parser.add_argument_group("input data (see also --train-data, --eval-data)")
-    inputs.add_argument(
-        "--validation-split",
+
+
+@dataclass(frozen=True)
+class Data:
+    """input data (see also --train-data, --eval-data)"""
+
+    validation_split: float = cli.flag(
+        0.1,
+        "fraction of an image folder held out for evaluation when --eval-data is not given",
         type=_validation_split,
-        default=0.1,
-        help="fraction of an image folder held out for evaluation when --eval-data is not given",
     )
-    inputs.add_argument("--synthetic-examples", type=cli.positive_integer, default=512)
-    inputs.add_argument("--synthetic-classes", type=cli.positive_integer, default=4)
-    inputs.add_argument(
-        "--tfds-data-dir",
-        default=None,
-        help="where tfds:<name> datasets are prepared, e.g. gs://bucket/tensorflow_datasets "
+    synthetic_examples: int = cli.flag(512, type=cli.positive_integer)
+    synthetic_classes: int = cli.flag(4, type=cli.positive_integer)
+    tfds_data_dir: str | None = cli.flag(
+        None,
+        "where tfds:<name> datasets are prepared, e.g. gs://bucket/tensorflow_datasets "
         "(default: $TFDS_DATA_DIR or ~/tensorflow_datasets)",
     )
 
 
+@dataclass(frozen=True)
+class Flags:
+    """Every flag, by section: ``flags.training.epochs``, ``flags.shared.seed``."""
+
+    shared: cli.SharedFlags
+    training: Training
+    model: Model
+    speed: Speed
+    data: Data
+    tensorboard: cli.TensorBoardFlags
+
+
 def parser() -> argparse.ArgumentParser:
-    """The whole command line: shared flags, then this trainer's."""
-    result = cli.base_parser(DESCRIPTION)
-    add_arguments(result)
-    result.add_argument(
-        "--tensorboard-dir",
-        default=None,
-        help="where TensorBoard logs go (AIP_TENSORBOARD_LOG_DIR)",
-    )
-    return result
+    """The whole command line (the tools read it): shared flags, then this trainer's."""
+    return cli.parser_for(Flags, DESCRIPTION)

@@ -1,8 +1,7 @@
 """Cheap checks that every listed image file is one TensorFlow can decode, before training.
 
-Split out of ``data.py``: a bad file (truncated by an interrupted copy, a renamed text, HTML or
-LFS-pointer file) would otherwise fail deep inside the input pipeline with an error that names no
-file; here it is refused in one ``InputError`` line naming it.
+You should not need to change this file. A truncated, renamed or LFS-pointer file would fail
+deep in the input pipeline with an error naming no file; here it is one line naming it.
 """
 
 from __future__ import annotations
@@ -25,10 +24,8 @@ _PNG_START, _PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"
 _JPEG_START, _JPEG_END = b"\xff\xd8\xff", b"\xff\xd9"
 _CHECK_THREADS = 16  # files are checked in parallel: on gs:// each costs a round trip
 # A data set of at most this many images is also decoded whole before training (a few ms an
-# image): a file damaged in its middle, its first and last bytes intact, is then named too,
-# where TensorFlow would stop training at it with an error that names no file. A larger set
-# gets the cheap check only (decoding it all would cost minutes before the first step); should
-# training or evaluation then fail to decode an image, ``name_the_unreadable_image`` names it.
+# image), so a file damaged in its middle is named too; a larger one gets the cheap check only,
+# and ``name_the_unreadable_image`` names the file should training fail to decode one.
 DECODE_ALL_MAX_FILES = 5000
 # What TensorFlow's error says when an input pipeline failed to decode an image ("Invalid PNG",
 # "jpeg::Uncompress failed", the DecodeImage node): only then are the files decoded to find it.
@@ -36,11 +33,7 @@ _DECODE_FAILURE = re.compile(r"decod|image|jpe?g|png|gif|bmp", re.IGNORECASE)
 
 
 def image_file_problem(path: str) -> str | None:
-    """Why TensorFlow could not decode this image file, from its first and last bytes, or None.
-
-    Cheap (two small reads), so every listed file is checked before training; decoding it
-    later would fail deep inside the input pipeline with an error that names no file.
-    """
+    """Why TensorFlow could not decode this image file, from its first and last bytes, or None."""
     with tf.io.gfile.GFile(path, "rb") as handle:
         size = handle.size()
         head = handle.read(16)
@@ -98,13 +91,9 @@ def check_image_files(paths: list[str], flag: str, decode_all: bool = False) -> 
 
 @contextlib.contextmanager
 def name_the_unreadable_image(*sources) -> Iterator[None]:
-    """Turn TensorFlow's failure to decode an image of these sources (``data.Source``) inside
-    the block, training or evaluation, into the InputError line of ``check_image_files``.
-
-    TensorFlow's error names no file: a set larger than ``DECODE_ALL_MAX_FILES`` was only
-    checked by first and last bytes, so a file damaged in its middle is found here, by decoding
-    every file of the sources that have files (synthetic and TFDS data have none). Should none
-    be unreadable, or the error be no decoding failure, it is raised as it was.
+    """Turn TensorFlow's failure to decode an image of these ``data.Source``s inside the block
+    into the InputError line of ``check_image_files``, by decoding every file of the sources
+    that have files; any other error is raised as it was.
     """
     try:
         yield

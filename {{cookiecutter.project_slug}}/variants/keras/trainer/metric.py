@@ -1,5 +1,7 @@
-"""The hyperparameter-tuning metric's name, in a module without TensorFlow so that config checks
-can import it cheaply. It must equal ``hpt.metric.id`` in vertex.yaml."""
+"""The hyperparameter-tuning metric; it must equal ``hpt.metric.id`` in vertex.yaml.
+
+YOU MAY CHANGE THIS FILE with vertex.yaml. No TensorFlow here: the config checks import it.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""The classifier (transfer learning on a Keras application) and its SavedModel export.
+"""The classifier (transfer learning on a Keras application), its evaluation and its export.
 
-Keras 2 (the ``tf-keras`` package) is used on purpose: Keras 3's ``model.fit`` fails under
-MultiWorkerMirroredStrategy (keras-team/keras#20585), while tf-keras is TensorFlow's own,
-tested multi-worker path.
+YOU MAY CHANGE THIS FILE: the network, the optimizer, the SavedModel's signatures. tf-keras
+(Keras 2) on purpose: Keras 3's ``fit`` fails under MultiWorkerMirroredStrategy (keras#20585).
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ APPLICATIONS = {
 }
 SMALL_CNN = "small-cnn"
 MODELS = (*APPLICATIONS, SMALL_CNN)
-WEIGHTS = flags.WEIGHTS
 assert MODELS == flags.MODELS, "trainer/flags.py offers the models built here"
 MIN_APPLICATION_SIZE = 32
 
@@ -51,28 +49,23 @@ def _small_cnn(inputs: keras.layers.Layer) -> keras.layers.Layer:
 
 
 def build(
-    name: str,
+    config: flags.Model,
     num_classes: int,
     image_size: int,
-    weights: str,
-    fine_tune: bool,
     learning_rate: float,
     jit_compile: bool = False,
 ) -> keras.Model:
-    """A compiled classifier; call it inside the distribution strategy's scope, after
-    ``precision.apply`` set the mixed-precision policy its layers take.
-
-    With ImageNet weights the application is frozen (transfer learning) unless ``fine_tune``;
-    its batch-norm layers then run in inference mode. The output layer computes in float32
-    whatever the policy (the Keras mixed-precision guide's advice: a float16 softmax is not
-    numerically stable), so the exported model returns float32 probabilities.
+    """A compiled classifier; build it in the strategy's scope after ``precision.apply``.
+    ImageNet weights stay frozen unless ``--fine-tune``; the output layer is float32 whatever
+    the policy (a float16 softmax is not stable), so the export serves float32 probabilities.
     """
+    name = config.model
     inputs = keras.Input(shape=(image_size, image_size, 3), name="images")
     if name == SMALL_CNN:
         features = _small_cnn(inputs)
     else:
         constructor, preprocess = APPLICATIONS[name]
-        pretrained = weights == "imagenet"
+        pretrained = config.weights == "imagenet"
         try:
             base = constructor(
                 include_top=False,
@@ -87,7 +80,7 @@ def build(
                 f"--weights imagenet: cannot download the {name} weights ({error}); "
                 "use --weights=none offline"
             ) from None
-        base.trainable = fine_tune or not pretrained
+        base.trainable = config.fine_tune or not pretrained
         features = base(preprocess(inputs), training=None if base.trainable else False)
         features = keras.layers.Dropout(0.2)(features)
     outputs = keras.layers.Dense(
@@ -108,13 +101,8 @@ def build(
 
 
 def evaluator(model: keras.Model) -> Callable[[tf.data.Dataset], dict[str, float]]:
-    """``evaluate(dataset)``: mean loss and accuracy over every example of a finite dataset,
-    computed on this task alone.
-
-    No Keras metric variables (under MultiWorkerMirroredStrategy, reading those is a collective
-    that every worker would have to join): sums per batch, added up in Python. Accuracy is the
-    share of images whose most probable class (the export's ``class_index``) is right.
-    """
+    """``evaluate(dataset, stop)``: mean loss and accuracy over a finite dataset on this task
+    alone, summed in Python (reading Keras metric variables is a collective under MWMS)."""
 
     @tf.function(reduce_retracing=True)
     def sums(images, labels):
@@ -143,13 +131,9 @@ def evaluator(model: keras.Model) -> Callable[[tf.data.Dataset], dict[str, float
 
 
 def export(model: keras.Model, class_names: tuple[str, ...], image_size: int, path: str) -> None:
-    """Write a SavedModel that TF Serving (Vertex's prebuilt prediction container) loads.
-
-    ``serving_default`` takes ``images``: float32 ``[batch, size, size, 3]``, pixel values 0..255.
-    ``serving_bytes`` takes ``image_bytes``: encoded JPEG/PNG/BMP/GIF files (in a Vertex request
-    ``{"image_bytes": {"b64": ...}}``), decoded and resized exactly as in training. Both return
-    ``probabilities``, ``class_index`` and ``class_name``.
-    """
+    """A SavedModel for TF Serving: ``serving_default`` takes float32 ``images`` (0..255),
+    ``serving_bytes`` encoded ``image_bytes`` (``{"b64": ...}``); both return ``probabilities``,
+    ``class_index`` and ``class_name``."""
     names = tf.constant(list(class_names))
     images_spec = tf.TensorSpec([None, image_size, image_size, 3], tf.float32, name="images")
     image_spec = tf.TensorSpec([image_size, image_size, 3], tf.float32)

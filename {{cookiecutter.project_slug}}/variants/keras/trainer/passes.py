@@ -1,6 +1,7 @@
-"""Training in passes: one pass trains on every example exactly once, whatever the batch size
-and the number of workers, in an order that depends only on ``--seed`` and the pass number, so
-a restarted run continues the interrupted pass with the same batches (``training_dataset``).
+"""Training in passes: every example once per pass, whatever the batch size and the number of
+workers, in an order fixed by ``--seed`` and the pass, so a restart trains the same batches.
+
+You should not need to change this file.
 """
 
 from __future__ import annotations
@@ -16,14 +17,9 @@ if TYPE_CHECKING:
 
 
 def steps_per_pass(size: int, global_batch: int, replicas: int) -> int:
-    """The steps of one pass over ``size`` examples, as Keras counts them for arrays.
-
-    Every step but the last trains on a full global batch; the last on the rest (the
-    ``size % global_batch`` examples, split over the replicas). When fewer examples are left
-    than there are replicas, some replica would get an empty batch, which TensorFlow's CPU
-    convolutions and batch normalization cannot take: those few examples then go into the step
-    before, whose per-replica batches grow by one.
-    """
+    """The steps of one pass over ``size`` examples: full global batches, the last step the
+    rest; when fewer are left than replicas (an empty per-replica batch breaks TensorFlow's CPU
+    kernels), those go into the step before."""
     if size < replicas:
         raise cli.InputError(
             f"{size} training examples are fewer than the {replicas} replicas: every replica "
@@ -37,13 +33,9 @@ def steps_per_pass(size: int, global_batch: int, replicas: int) -> int:
 
 
 def pass_batch_sizes(size: int, global_batch: int, context: tf.distribute.InputContext):
-    """The sizes of the per-replica batches this input pipeline yields in one pass, in order.
-
-    The pipeline's shard holds ``size // pipelines`` examples, one more for the first
-    ``size % pipelines`` pipelines (what ``Dataset.shard`` and ``tfds.even_splits`` give). Each
-    step it yields one batch per local replica: full batches, then its last examples split
-    as evenly as they go over its replicas, none of them empty (see ``steps_per_pass``).
-    """
+    """The sizes of this pipeline's per-replica batches in one pass: full ones, then its last
+    examples split evenly over its replicas (its shard as ``Dataset.shard`` and
+    ``tfds.even_splits`` cut it)."""
     pipelines, index = context.num_input_pipelines, context.input_pipeline_id
     replicas = context.num_replicas_in_sync
     local = replicas // pipelines
@@ -84,14 +76,9 @@ def training_dataset(
     seed: int,
     start_step: int = 0,
 ) -> tf.data.Dataset:
-    """This worker's stream of per-replica batches from global step ``start_step`` on.
-
-    The stream is pass after pass over the data (``steps_per_pass`` steps each): in a pass,
-    every example exactly once, shuffled with a seed made of ``seed``, the pass number and the
-    worker's index. Step ``t`` of a run is step ``t % steps`` of pass ``t // steps``, so a
-    restarted run that starts at its checkpoint's step trains on exactly the batches, in the
-    same order, as the run that was interrupted. ``fit`` takes as many steps as it needs.
-    """
+    """This worker's per-replica batches from global step ``start_step`` on: pass after pass,
+    each shuffled by ``seed``, the pass and the worker, so step ``t`` (step ``t % steps`` of pass
+    ``t // steps``) gets the same batches in every attempt."""
     sizes = pass_batch_sizes(source.size, global_batch, context)
     local = context.num_replicas_in_sync // context.num_input_pipelines
     steps = steps_per_pass(source.size, global_batch, context.num_replicas_in_sync)

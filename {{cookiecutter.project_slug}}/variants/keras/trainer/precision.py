@@ -1,9 +1,7 @@
 """``--precision``: the Keras mixed-precision policy of a run, ``auto`` chosen by the device.
 
-Under a mixed policy layers compute in 16 bits while their variables stay float32, so
-checkpoints hold float32 variables whatever the policy; the output layer is float32 (model.py)
-and the exported model serves float32. With ``mixed_float16`` tf-keras's ``model.compile`` wraps
-the optimizer in a ``LossScaleOptimizer`` (dynamic loss scaling) itself.
+You should not need to change this file. Variables stay float32 under every policy (checkpoints
+carry over); the output layer is float32; ``mixed_float16`` gets tf-keras's loss scaling.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Imports TensorFlow without its start-up noise, so the job's logs start with our own lines.
 
-On Vertex every stderr line lands in Cloud Logging as an error, and importing TensorFlow prints
-INFO banners (oneDNN, CPU instructions, no CUDA driver) and, on every machine, three
-"Unable to register cuFFT/cuDNN/cuBLAS factory" ERROR lines that mean nothing. Unless
-``TF_CPP_MIN_LOG_LEVEL`` is already set (then TensorFlow logs as asked), it is set to 1 (no INFO)
-and the import's known-harmless lines are dropped; anything else TensorFlow prints at import is
-passed on, and its later warnings and errors are logged as usual.
-
+You should not need to change this file. On Vertex every stderr line is logged as an error, and
+importing TensorFlow prints INFO banners and meaningless "Unable to register cuFFT/cuDNN/cuBLAS
+factory" lines: unless ``TF_CPP_MIN_LOG_LEVEL`` is set, those are dropped, the rest passed on.
 Import this module before anything imports TensorFlow.
 """
 

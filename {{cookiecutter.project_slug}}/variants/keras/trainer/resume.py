@@ -1,13 +1,9 @@
-"""Keras training state (weights, optimizer, epoch) saved with the complete-marker protocol.
+"""Keras training state (weights, optimizer, epoch) saved and restored with complete markers.
 
-Every task saves and restores at the same moments because, under MultiWorkerMirroredStrategy,
-reading batch-norm statistics for a checkpoint is a collective operation. A step's checkpoint is
-one folder, ``<checkpoint_dir>/checkpoint-<step>/``; when distributed each task writes its own
-part of it, ``checkpoint-<step>/<task>-<index>/`` (its files, then its own ``COMPLETE`` marker),
-and the chief writes the step's ``COMPLETE`` marker once every task's part is complete. So a step
-counts as saved only when every task can resume from it: a kill between two tasks' publishes
-leaves the step without its marker, and the rerun resumes from the step before, on every task.
-No folder is renamed and every file has one writer (the ``/gcs/`` mount's constraints).
+You should not need to change this file. A step is one folder, ``checkpoint-<step>/``; when
+distributed each task writes its part, ``<task>-<index>/``, with its own marker, and the chief
+marks the step complete once every part is: a step counts only when every task can resume from
+it. Every task saves and restores at the same moments (batch-norm reads are collectives).
 """
 
 from __future__ import annotations
@@ -29,9 +25,7 @@ logger = logging.getLogger(__name__)
 
 FILE_PREFIX = "ckpt"  # TensorFlow writes ckpt.index and ckpt.data-*
 # How long the chief waits for the other tasks' parts of a step before it leaves the step without
-# its marker: they save at the same batch and copy as much, so they publish at about the same
-# time; at least this long, or 3 times its own copy's time. A task gone meanwhile (its collectives
-# then fail on the others) is not waited for any longer.
+# its marker: at least this, or 3 times its own copy's time.
 PARTS_WAIT_SECONDS = 30.0
 
 
@@ -95,11 +89,8 @@ class Tasks:
 
 
 class TaskPublisher(publisher.Publisher):
-    """Publishes this task's part of each step; the chief then marks the step complete.
-
-    A step's ``COMPLETE`` marker lists every task's files (the chief checks every part's marker
-    first), so ``checkpoints.problem`` vouches for the whole step. Only the chief prunes.
-    """
+    """Publishes this task's part of each step; the chief then marks the step complete (its
+    marker lists every task's files) and prunes."""
 
     def __init__(self, root: str, tasks: Tasks, keep: int = 2):
         super().__init__(root, keep=keep)
@@ -253,9 +244,8 @@ class TrainingState:
         return position
 
     def _check_precision(self, path: str, saved_with: str) -> None:
-        """Variables are float32 under every policy, so weights and optimizer state carry over
-        from one to another, except into mixed_float16: its optimizer's loss scale is state the
-        checkpoint lacks (out of mixed_float16 the saved loss scale is left unread)."""
+        """Checkpoints carry over between policies (variables are float32), except into
+        mixed_float16, whose optimizer's loss scale the checkpoint lacks."""
         if saved_with == self.policy:
             return
         if self.policy == precision.MIXED_FLOAT16:

@@ -1,9 +1,7 @@
 """TensorFlow Datasets sources: ``--train-data``/``--eval-data`` ``tfds:<name>[:<split>]``.
 
-``data.sources`` hands ``tfds:`` values here; the other sources live in ``trainer.data``. TFDS
-works its own way: a dataset is downloaded and prepared once (by the chief of a multi-worker
-job, possibly into a gs:// data dir), its splits are named and sliced, and each worker reads its
-part of a split with ``tfds.even_splits``. ``tensorflow_datasets`` is imported only when used.
+You should not need to change this file. The chief prepares a dataset once (the others wait),
+each worker reads its part of a split with ``tfds.even_splits``; imported only when used.
 """
 
 from __future__ import annotations
@@ -15,19 +13,13 @@ from vertex_trainer_runtime import cli
 
 from trainer.data import TFDS_PREFIX, Source, run_here
 
-# Decoded records, not small keys like the other sources' (data.SHUFFLE_BUFFER): a smaller
-# shuffle buffer, and TFDS also shuffles its files.
+# Decoded records, not small keys (data.SHUFFLE_BUFFER): TFDS also shuffles its files.
 TFDS_SHUFFLE_BUFFER = 1_000
 
 
 def _tfds_builder(spec: str, flag: str, data_dir: str | None, chief_first: Callable = run_here):
-    """The prepared builder and the split named by ``tfds:<name>[:<split>]`` (or None).
-
-    ``data_dir`` (default ``$TFDS_DATA_DIR`` or ~/tensorflow_datasets) may be a gs:// folder,
-    so a dataset is downloaded and prepared once, not by every job. ``chief_first(action)`` runs
-    the preparation on the chief while the other workers wait, then on them (they find the data
-    ready), and returns its result: workers of one job never download into one folder at once.
-    """
+    """The prepared builder and the split of ``tfds:<name>[:<split>]`` (or None); ``chief_first``
+    prepares on the chief while the others wait, so no two download into one ``data_dir``."""
     try:
         import tensorflow_datasets as tfds
     except ImportError:
@@ -52,14 +44,8 @@ def _tfds_builder(spec: str, flag: str, data_dir: str | None, chief_first: Calla
 
 
 def _tfds_source(builder, split: str, image_size: int, training: bool, seed: int = 0) -> Source:
-    """One split (slices such as ``train[:90%]`` too), sharded across workers.
-
-    ``tfds.even_splits`` gives each worker its own contiguous, disjoint part of the split, sized
-    like the other sources' shards (the first ``size % workers`` workers one example more), and
-    each worker reads only the files of its part. Training reads the files in an order fixed by
-    ``seed``: the same on every restart (``passes.training_dataset`` shuffles the examples per
-    pass).
-    """
+    """One split (or slice), each worker reading its own contiguous part of the files (the
+    first ``size % workers`` one example more); training reads them in an order fixed by seed."""
     import tensorflow_datasets as tfds
 
     class_names = tuple(builder.info.features["label"].names)

@@ -1,9 +1,7 @@
 """Training speed in every run's logs: examples/s and step time, and where the rest went.
 
-Vertex's autologging skips distributed jobs, so the chief measures itself: a Keras callback
-that reads the clock at batch ends (no sync with the device beyond Keras's own: it never
-asks for the step's logs) and subtracts the time spent in checkpoints and evaluation, which
-``Timings`` records where they happen.
+You should not need to change this file. The chief reads the clock at batch ends (never the
+step's logs: no extra device sync) less the checkpoint and evaluation time ``Timings`` records.
 """
 
 from __future__ import annotations
@@ -54,12 +52,10 @@ class Timings:
 
 
 class Throughput(keras.callbacks.Callback):
-    """Every ``every_steps`` steps and at each epoch's end: examples/s and mean step time since
-    the last report, to the log and TensorBoard (``throughput/``). Each epoch's means go into
-    the epoch's logs (``EPOCH_FIGURES``), where Keras's TensorBoard callback and ``Evaluate``
-    (to the Experiment run) find them: put this callback first. The first step of each ``fit``
-    traces the step function (and compiles it with XLA): it is logged apart and left out of the
-    means.
+    """Every ``every_steps`` steps and at each epoch's end: examples/s and mean step time, to
+    the log and TensorBoard (``throughput/``); the epoch's means go into its logs
+    (``EPOCH_FIGURES``) for the callbacks after it. The first step of each ``fit`` (tracing,
+    XLA) is logged apart and left out of the means.
     """
 
     def __init__(

@@ -1,13 +1,11 @@
-"""Keras image classification: one code path for a laptop, one VM and a multi-worker job.
+"""The training loop: ``run(flags, ctx)`` builds the data, model and callbacks, trains, exports.
 
-The distribution strategy follows the cluster (distributed.py): MultiWorkerMirroredStrategy when
-TF_CONFIG names more than one training task, MirroredStrategy on one VM with several GPUs.
-``model.fit`` runs with tf-keras (Keras 2), the multi-worker path TensorFlow tests; see model.py.
+YOU MAY CHANGE THIS FILE: the steps of ``run`` (one code path for a laptop, one VM and a
+multi-worker job; the strategy follows the cluster, distributed.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 
@@ -30,27 +28,18 @@ from trainer import (
     resume,
     throughput,
 )
-from trainer.flags import DEFAULT_IMAGE_SIZE, SYNTHETIC_IMAGE_SIZE
+from trainer.flags import Flags
 from trainer.metric import METRIC
 
 logger = logging.getLogger(__name__)
 
 
 class Evaluate(keras.callbacks.Callback):
-    """At the end of every epoch the chief evaluates on every eval image once, adds val_loss and
-    val_accuracy to the epoch's logs (TensorBoard, history), reports the accuracy for
-    hyperparameter tuning with global_step = epoch (1-based) and logs both to the Experiment run,
-    with the epoch's examples/s and step time (``throughput.EPOCH_FIGURES``) when in the logs.
-
-    Only the chief evaluates, on its own: other workers go on to the next epoch and wait for it
-    at its first step. Keras's own validation would split the eval set into equal per-worker
-    batches, which needs padding, repeated images or empty batches.
-
-    A preemption notice during an evaluation other than the last one stops it between two
-    batches (the epoch's checkpoint is saved before it): training goes on to the next step the
-    tasks agree on the notice, saves it and exits, within the grace however long the evaluation.
-    The last epoch's evaluation goes on: the export needs it, and the final checkpoint is
-    already complete.
+    """At each epoch's end the chief alone evaluates every eval image once (Keras's own
+    validation would pad or repeat per-worker batches), adds val_* to the epoch's logs, reports
+    the metric for tuning (global_step = epoch) and logs it, with the epoch's speed, to the
+    Experiment run. A preemption notice stops an evaluation between two batches, except the
+    last epoch's (the export needs it); the epoch's checkpoint is saved before it.
     """
 
     def __init__(
@@ -86,22 +75,17 @@ class Evaluate(keras.callbacks.Callback):
             return
         if logs is not None:
             logs.update({f"val_{name}": value for name, value in results.items()})
-        logger.info(
-            "Epoch %d: eval loss = %.4f, %s = %.4f",
-            epoch + 1,
-            results["loss"],
-            METRIC,
-            results[METRIC],
-        )
+        loss, metric = results["loss"], results[METRIC]
+        logger.info("Epoch %d: eval loss = %.4f, %s = %.4f", epoch + 1, loss, METRIC, metric)
         self.reporter.report(results[METRIC], epoch + 1)
         pace = {name: logs[name] for name in throughput.EPOCH_FIGURES if name in (logs or {})}
         self.tracker.log_evaluation({**results, **pace}, epoch + 1)
         self.results = results
 
 
-def run(args: argparse.Namespace, ctx: RunContext) -> int:
-    # TensorFlow logs every collective op and checkpoint shard at INFO: keep our lines readable.
-    for name in ("tensorflow", "absl"):
+def run(flags: Flags, ctx: RunContext) -> int:
+    """Train ``--epochs`` epochs from the newest complete checkpoint, evaluate each, export."""
+    for name in ("tensorflow", "absl"):  # they log every collective op at INFO
         logging.getLogger(name).setLevel(logging.WARNING)
     cluster = ctx.cluster
     # The model dir and TensorBoard logs stay as given: TensorFlow writes gs:// URIs itself.
@@ -111,42 +95,92 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
     # coordination service installs TensorFlow's own SIGTERM handler (it only logs the signal).
     notice = preemption.Notice().install()
     consensus = resume.Consensus(strategy, cluster.is_distributed)
-    tracker = tracking.start(args, cluster.is_chief, cluster.trial)  # job.experiment: the chief
-
-    synthetic = (args.train_data or data.SYNTHETIC) == data.SYNTHETIC
-    image_size = args.image_size or (SYNTHETIC_IMAGE_SIZE if synthetic else DEFAULT_IMAGE_SIZE)
-    if args.model != model.SMALL_CNN and image_size < model.MIN_APPLICATION_SIZE:
-        raise cli.InputError(
-            f"--image-size {image_size}: {args.model} needs at least {model.MIN_APPLICATION_SIZE}"
-        )
-    train_source, eval_source = data.sources(
-        args.train_data,
-        args.eval_data,
-        image_size,
-        args.validation_split,
-        args.seed,
-        args.synthetic_examples,
-        args.synthetic_classes,
-        args.tfds_data_dir,
-        distributed.chief_first(consensus, cluster.is_chief),
+    tracker = tracking.start(flags, cluster.is_chief, cluster.trial)  # job.experiment: the chief
+    train_source, eval_source, image_size = _load_data(flags, consensus, cluster)
+    keras.utils.set_random_seed(flags.shared.seed)
+    global_batch = flags.training.batch_size * strategy.num_replicas_in_sync
+    steps_per_epoch = flags.training.steps_per_epoch or passes.steps_per_pass(
+        train_source.size, global_batch, strategy.num_replicas_in_sync
     )
-    data.log_summary(train_source, eval_source)
+    _log_setup(strategy, ctx, flags.training.batch_size, steps_per_epoch)
+    policy = precision.apply(flags.speed.precision)
+    classifier = _build_model(flags, strategy, train_source.num_classes, image_size)
+    timings = throughput.Timings()
+    # One folder per step; under MultiWorkerMirroredStrategy each task writes its own part.
+    tasks = resume.Tasks.of(cluster)
+    state = resume.TrainingState(
+        classifier, checkpoint_dir, consensus, tasks=tasks, policy=policy, timings=timings
+    )
+    position = state.restore()
+    _use_learning_rate(classifier.optimizer, flags.training.learning_rate)
+    # From here on a replica exits at the latest 25 s after its SIGTERM, whatever holds it.
+    checkpoint_callback.exit_if_notice_outlives(notice, state)
+    checkpointing = checkpoint_callback.CheckpointCallback(
+        state, flags.shared.checkpoint_minutes, notice
+    )
+    evaluation = _evaluation(classifier, eval_source, flags, ctx, notice, tracker, timings)
+    speed = throughput.Throughput(
+        global_batch, flags.speed.logging_steps, timings, ctx.tensorboard_dir.uri
+    )
+    callbacks = _callbacks(checkpointing, evaluation, speed, ctx)
+    fit = _fitter(
+        classifier, train_source, global_batch, flags.shared.seed, callbacks, notice, state
+    )
+    # An image that fails to decode, in training or evaluation: one line naming its file.
+    with image_checks.name_the_unreadable_image(train_source, eval_source):
+        _train_epochs(
+            fit, position, flags.training.epochs, steps_per_epoch, checkpointing, evaluation
+        )
+    state.close()
+    _log_late_notice(notice)
+    totals = speed.log_summary() if cluster.is_chief else {}
+    model.export_on_every_task(
+        classifier, train_source.class_names, image_size, ctx.model_dir.uri, cluster
+    )
+    if evaluation.results:  # the chief's: the exported model is the last epoch's
+        tracker.finish({METRIC: evaluation.results[METRIC], **totals})
+    return 0
+
+
+def _build_model(flags: Flags, strategy, num_classes: int, image_size: int):
+    """The compiled classifier, its variables made in the strategy's scope."""
+    with strategy.scope():
+        return model.build(
+            flags.model,
+            num_classes,
+            image_size,
+            flags.training.learning_rate,
+            jit_compile=flags.speed.jit_compile,
+        )
+
+
+def _load_data(flags: Flags, consensus: resume.Consensus, cluster) -> tuple:
+    """The train and eval sources (``data.Source``) and the image size, or InputError."""
+    synthetic = (flags.shared.train_data or data.SYNTHETIC) == data.SYNTHETIC
+    image_size = flags.model.image_side(synthetic)
+    if flags.model.model != model.SMALL_CNN and image_size < model.MIN_APPLICATION_SIZE:
+        raise cli.InputError(
+            f"--image-size {image_size}: {flags.model.model} needs at least "
+            f"{model.MIN_APPLICATION_SIZE}"
+        )
+    chief_first = distributed.chief_first(consensus, cluster.is_chief)
+    train_source, eval_source = data.sources(flags.shared, flags.data, image_size, chief_first)
+    logger.info("Training data: %s", train_source.description)
+    logger.info("Eval data: %s", eval_source.description)
     if not eval_source.size:
         raise cli.InputError(f"--eval-data: no images to evaluate ({eval_source.description})")
+    return train_source, eval_source, image_size
 
-    keras.utils.set_random_seed(args.seed)
-    replicas = strategy.num_replicas_in_sync
-    global_batch = args.batch_size * replicas
-    steps_per_epoch = args.steps_per_epoch or passes.steps_per_pass(
-        train_source.size, global_batch, replicas
-    )
+
+def _log_setup(strategy, ctx: RunContext, batch_size: int, steps_per_epoch: int) -> None:
+    replicas, cluster = strategy.num_replicas_in_sync, ctx.cluster
     logger.info(
         "%s on %s: %d replica(s), global batch %d (%d per replica), %d steps per epoch",
         distributed.strategy_name(strategy),
         f"{cluster.task_type} {cluster.index}" if cluster.is_distributed else "one task",
         replicas,
-        global_batch,
-        args.batch_size,
+        batch_size * replicas,
+        batch_size,
         steps_per_epoch,
     )
     logger.info(
@@ -156,66 +190,43 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
         ctx.tensorboard_dir,
     )
 
-    policy = precision.apply(args.precision)
-    with strategy.scope():
-        classifier = model.build(
-            args.model,
-            train_source.num_classes,
-            image_size,
-            args.weights,
-            args.fine_tune,
-            args.learning_rate,
-            jit_compile=args.jit_compile,
-        )
-    timings = throughput.Timings()
-    # One folder per step; under MultiWorkerMirroredStrategy each task writes its own part.
-    state = resume.TrainingState(
-        classifier,
-        checkpoint_dir,
-        consensus,
-        tasks=resume.Tasks.of(cluster),
-        policy=policy,
-        timings=timings,
-    )
-    position = state.restore()
-    _use_learning_rate(classifier.optimizer, args.learning_rate)
-    # From here on a replica exits at the latest 25 s after its SIGTERM, whatever holds it.
-    checkpoint_callback.exit_if_notice_outlives(notice, state)
 
-    checkpointing = checkpoint_callback.CheckpointCallback(state, args.checkpoint_minutes, notice)
+def _evaluation(classifier, eval_source, flags: Flags, ctx, notice, tracker, timings) -> Evaluate:
     # The per-replica batch: the chief evaluates on one device.
-    eval_images = data.eval_dataset(eval_source, args.batch_size)
+    eval_images = data.eval_dataset(eval_source, flags.training.batch_size)
     evaluate = model.evaluator(classifier)
-    evaluation = Evaluate(
+    return Evaluate(
         timings.timed(throughput.EVALUATION, lambda stop: evaluate(eval_images, stop)),
         ctx.metric_reporter(METRIC),
-        enabled=cluster.is_chief,
-        epochs=args.epochs,
+        enabled=ctx.cluster.is_chief,
+        epochs=flags.training.epochs,
         notice=notice,
         tracker=tracker,
     )
-    speed = throughput.Throughput(
-        global_batch, args.logging_steps, timings, ctx.tensorboard_dir.uri
+
+
+def _callbacks(checkpointing, evaluation, speed, ctx: RunContext) -> list:
+    """The epoch's checkpoint is saved before its evaluation (a notice during a long evaluation
+    finds it saved); the logs get val_* before TensorBoard writes them. The speed is measured
+    first at each batch's end, before the other callbacks' work."""
+    if not ctx.cluster.is_chief:
+        return [checkpointing, evaluation]
+    tensorboard = keras.callbacks.TensorBoard(
+        log_dir=ctx.tensorboard_dir.uri, update_freq="epoch", profile_batch=0
     )
-    # The epoch's checkpoint is saved before its evaluation (a notice during a long evaluation
-    # finds it saved); the logs get val_* before TensorBoard writes them. The speed is
-    # measured first at each batch's end, before the other callbacks' work.
-    callbacks = [checkpointing, evaluation]
-    if cluster.is_chief:
-        callbacks.insert(0, speed)
-        callbacks.append(
-            keras.callbacks.TensorBoard(
-                log_dir=ctx.tensorboard_dir.uri, update_freq="epoch", profile_batch=0
-            )
-        )
+    return [speed, checkpointing, evaluation, tensorboard]
+
+
+def _fitter(classifier, train_source, global_batch: int, seed: int, callbacks, notice, state):
+    """``fit(initial_epoch, epochs, steps, start_step)``: train epochs ``initial_epoch + 1`` to
+    ``epochs`` on the data from global step ``start_step`` on (the same data order, whichever
+    attempt trains a step); raises ``Preempted`` once a notice stopped training."""
 
     def fit(initial_epoch: int, epochs: int, steps: int, start_step: int) -> None:
-        """Train epochs ``initial_epoch + 1`` to ``epochs``, on the data from global step
-        ``start_step`` on: the same data order, whichever attempt trains a step."""
         classifier.fit(
             keras.utils.experimental.DatasetCreator(
                 lambda context: passes.training_dataset(
-                    train_source, context, global_batch, args.seed, start_step
+                    train_source, context, global_batch, seed, start_step
                 )
             ),
             epochs=epochs,
@@ -228,51 +239,47 @@ def run(args: argparse.Namespace, ctx: RunContext) -> int:
             state.close()  # the checkpoint of the notice is published before the exit
             raise notice.preempted(f"{checkpoints.PREFIX}{state.step}")
 
-    # An image that fails to decode, in training or evaluation: one line naming its file.
-    with image_checks.name_the_unreadable_image(train_source, eval_source):
-        epoch, done_steps = position.epochs_done, position.steps_into_epoch
-        trained = False
-        if done_steps and epoch < args.epochs:
-            if done_steps < steps_per_epoch:
-                # A timed checkpoint inside an epoch: train only that epoch's remaining steps.
-                logger.info(
-                    "Finishing epoch %d: %d of its %d steps remain",
-                    epoch + 1,
-                    steps_per_epoch - done_steps,
-                    steps_per_epoch,
-                )
-                checkpointing.steps_offset = done_steps
-                fit(
-                    epoch,
-                    epoch + 1,
-                    steps_per_epoch - done_steps,
-                    epoch * steps_per_epoch + done_steps,
-                )
-                trained = True
-            epoch += 1
-        if epoch < args.epochs:
-            fit(epoch, args.epochs, steps_per_epoch, epoch * steps_per_epoch)
-        elif not trained:
-            # The last value reported must be the exported model's (vertex.yaml scores a trial by
-            # its last measurement), and this attempt may run on a fresh VM: evaluate once more.
-            logger.info("All %d epochs are done: evaluating and exporting only", args.epochs)
-            evaluation.on_epoch_end(args.epochs - 1)
-    state.close()
+    return fit
+
+
+def _train_epochs(
+    fit, position: resume.Position, epochs, steps_per_epoch, checkpointing, evaluation
+):
+    """The rest of an epoch a timed checkpoint interrupted, then the remaining epochs."""
+    epoch, done_steps = position.epochs_done, position.steps_into_epoch
+    trained = False
+    if done_steps and epoch < epochs:
+        if done_steps < steps_per_epoch:
+            logger.info(
+                "Finishing epoch %d: %d of its %d steps remain",
+                epoch + 1,
+                steps_per_epoch - done_steps,
+                steps_per_epoch,
+            )
+            checkpointing.steps_offset = done_steps
+            fit(
+                epoch, epoch + 1, steps_per_epoch - done_steps, epoch * steps_per_epoch + done_steps
+            )
+            trained = True
+        epoch += 1
+    if epoch < epochs:
+        fit(epoch, epochs, steps_per_epoch, epoch * steps_per_epoch)
+    elif not trained:
+        # The last value reported must be the exported model's (vertex.yaml scores a trial by
+        # its last measurement), and this attempt may run on a fresh VM: evaluate once more.
+        logger.info("All %d epochs are done: evaluating and exporting only", epochs)
+        evaluation.on_epoch_end(epochs - 1)
+
+
+def _log_late_notice(notice: preemption.Notice) -> None:
+    """After the last step the final checkpoint is complete, so evaluation and export go on;
+    should they not fit in the grace, the watchdog exits and a rerun only exports."""
     if notice.received:
-        # After the last step: the final checkpoint is complete, so evaluation and export go
-        # on; should they not fit in the grace, the watchdog exits and a rerun only exports.
         logger.warning(
             "Preemption notice after the last step (%.1f s ago): final checkpoint complete, "
             "exporting",
             notice.seconds_since() or 0.0,
         )
-    totals = speed.log_summary() if cluster.is_chief else {}
-    model.export_on_every_task(
-        classifier, train_source.class_names, image_size, ctx.model_dir.uri, cluster
-    )
-    if evaluation.results:  # the chief's: the exported model is the last epoch's
-        tracker.finish({METRIC: evaluation.results[METRIC], **totals})
-    return 0
 
 
 def _use_learning_rate(optimizer, learning_rate: float) -> None:
