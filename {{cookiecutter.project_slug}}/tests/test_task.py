@@ -3,7 +3,9 @@ with one line before anything is trained (``python -m trainer.task``)."""
 
 from __future__ import annotations
 
-from trainer import context, flags, task, train
+from vertex_trainer_runtime import context
+
+from trainer import flags, task, train
 
 NO_MOUNT = "gs://no-such-bucket-mounted-here"
 

@@ -10,11 +10,11 @@ import os
 import tempfile
 
 import xgboost as xgb
+from vertex_trainer_runtime import checkpoints, hptune, runtime, tracking
+from vertex_trainer_runtime.cli import InputError
 from xgboost.callback import TrainingCallback
 
-from vertex_trainer_runtime import checkpoints, hptune, runtime, tracking
 from trainer import throughput
-from vertex_trainer_runtime.cli import InputError
 from trainer.flags import Model
 
 logger = logging.getLogger(__name__)

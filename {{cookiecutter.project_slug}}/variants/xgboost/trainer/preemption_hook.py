@@ -15,9 +15,8 @@ import logging
 import threading
 
 import numpy as np
-from xgboost.callback import TrainingCallback
-
 from vertex_trainer_runtime import preemption
+from xgboost.callback import TrainingCallback
 
 logger = logging.getLogger(__name__)
 

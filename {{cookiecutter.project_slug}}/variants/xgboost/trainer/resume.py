@@ -15,9 +15,8 @@ import tempfile
 
 import numpy as np
 import xgboost as xgb
-from xgboost.callback import EarlyStopping, TrainingCallback
-
 from vertex_trainer_runtime import checkpoints, publisher, runtime
+from xgboost.callback import EarlyStopping, TrainingCallback
 
 logger = logging.getLogger(__name__)
 

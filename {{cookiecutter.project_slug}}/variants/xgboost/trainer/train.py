@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import xgboost as xgb
-
 from vertex_trainer_runtime import cli, hptune, preemption, tracking
+from vertex_trainer_runtime.context import RunContext
+
 from trainer import data, distributed, model, objectives, resume, throughput
 from trainer import schema as schemas
-from vertex_trainer_runtime.context import RunContext
 from trainer.flags import Flags, Training
 from trainer.preemption_hook import ExitBeforeTheVMStops, StopOnNotice, stopped_early
 
