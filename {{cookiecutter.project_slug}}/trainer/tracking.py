@@ -22,7 +22,7 @@ training run (an unreachable API: after the SDK's retries, up to 120 s, once).
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import logging
 import math
 import os
@@ -51,10 +51,14 @@ def parse_names(environ: Mapping[str, str]) -> tuple[str, str, str, str] | None:
     return project, location, experiment, run
 
 
-def params_of(args: argparse.Namespace) -> dict[str, float | int | str]:
-    """The flags as Experiment params: numbers stay numbers, anything else is its text."""
+def params_of(args) -> dict[str, float | int | str]:
+    """The flags (a ``Flags`` dataclass of sections, or a namespace) as Experiment params:
+    numbers stay numbers, anything else is its text."""
+    values = vars(args)
+    if dataclasses.is_dataclass(args):
+        values = {k: v for section in dataclasses.asdict(args).values() for k, v in section.items()}
     params: dict[str, float | int | str] = {}
-    for name, value in sorted(vars(args).items()):
+    for name, value in sorted(values.items()):
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             params[name] = value
         else:
@@ -176,9 +180,7 @@ class NoTracker(Tracker):
         self.enabled = False
 
 
-def start(
-    args: argparse.Namespace, is_chief: bool, trial: str | None = None, environ=None
-) -> Tracker:
+def start(args, is_chief: bool, trial: str | None = None, environ=None) -> Tracker:
     """The chief's tracker, already logging the flags; a no-op tracker anywhere else."""
     environ = os.environ if environ is None else environ
     names = parse_names(environ)

@@ -263,9 +263,9 @@ def test_gradient_accumulation_steps_must_be_a_whole_number_of_batches(value, tm
 
 def test_gradient_accumulation_steps_reach_the_trainer(tmp_path):
     """Hugging Face's own argument: it steps the optimizer every N batches and counts steps."""
-    from trainer import flags, train
+    from trainer import cli, flags, train
 
-    args = flags.parser().parse_args(["--gradient-accumulation-steps=4"])
-    assert train.training_arguments(args, str(tmp_path)).gradient_accumulation_steps == 4
-    args = flags.parser().parse_args([])
-    assert train.training_arguments(args, str(tmp_path)).gradient_accumulation_steps == 1
+    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, ["--gradient-accumulation-steps=4"])
+    assert train.training_arguments(parsed, str(tmp_path)).gradient_accumulation_steps == 4
+    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, [])
+    assert train.training_arguments(parsed, str(tmp_path)).gradient_accumulation_steps == 1

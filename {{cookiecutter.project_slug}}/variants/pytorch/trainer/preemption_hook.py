@@ -89,6 +89,15 @@ def skip_epoch_end(notice: preemption.Notice | None, control) -> None:
         control.should_evaluate = False
 
 
+def fit(trainer, notice: preemption.Notice, resume_from: str | None) -> None:
+    """``trainer.train``; raises ``Preempted`` once the checkpoint of an agreed notice is saved."""
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    except EvaluationStopped:
+        save_after_evaluation_stopped(trainer)
+    stopped_early(notice, trainer.state)
+
+
 def save_after_evaluation_stopped(trainer) -> None:
     """Save the step whose evaluation a notice stopped, as the Trainer saves it (every rank).
 

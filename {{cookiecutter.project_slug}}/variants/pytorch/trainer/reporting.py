@@ -68,7 +68,8 @@ class LogProgress(TrainerCallback):
         return control
 
 
-def tensorboard_callback(directory: OutputDir):
+def tensorboard_callbacks(directory: OutputDir) -> list[TrainerCallback]:
+    """TensorBoard's callback writing to ``directory``; none (one warning) where it cannot."""
     try:
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
@@ -76,8 +77,8 @@ def tensorboard_callback(directory: OutputDir):
         path = directory.local()
     except (ImportError, cli.InputError) as error:
         logger.warning("No TensorBoard logs: %s", error)
-        return None
-    return TensorBoardCallback(tb_writer=SummaryWriter(log_dir=path))
+        return []
+    return [TensorBoardCallback(tb_writer=SummaryWriter(log_dir=path))]
 
 
 def report_final_model(trainer: Trainer, report: ReportMetric) -> None:
