@@ -1,11 +1,8 @@
-"""Text-classification data: IMDB by default, CSV/JSONL/Parquet files, or a synthetic set.
+"""YOU MAY MODIFY: the text-classification data: IMDB by default, CSV/JSONL/Parquet files
+(``input_files.py``), or a synthetic set; ``tokenize`` prepares it for the model.
 
-Files may be local, ``/gcs/`` paths or ``gs://`` URIs (read through the Cloud Storage FUSE
-mount), a single file, a folder or a glob. Everything goes through ``datasets``, so large files
-are memory-mapped Arrow tables and tokenization is a cached, batched ``map``. Examples are not
-padded here: the collator pads each batch to its own longest example (dynamic padding). The
-training order of each epoch, a function of the seed and the epoch, is ``training_order.py``'s.
-Files are read and checked in ``input_files.py``, class labels in ``labels.py``.
+Everything goes through ``datasets`` (memory-mapped Arrow, cached batched ``map``); examples are
+padded per batch by the collator, not here. Class labels: ``labels.py``.
 """
 
 from __future__ import annotations
@@ -55,14 +52,8 @@ class RawData:
 
 
 def synthetic_examples(count: int, seed: int) -> dict[str, list]:
-    """Review-like sentences whose sentiment words give the label away, with some noise.
-
-    Each text holds a few sentiment words of its class and, in 30% of the texts, one of the
-    other class (a "good" in a bad review): the majority decides, so a small BERT trained from
-    scratch learns it in a few hundred examples. Lengths are skewed like real reviews (most
-    short, a few long), which is what makes dynamic padding pay off. The same count and seed
-    always give the same texts.
-    """
+    """Review-like sentences whose sentiment words (the majority, 30% noise) give the label away,
+    with skewed lengths like real reviews; the same count and seed give the same texts."""
     rng = random.Random(seed)
     texts, labels = [], []
     for _ in range(count):

@@ -1,10 +1,7 @@
-"""What a run reports: eval accuracy to hyperparameter tuning, eval metrics to the Experiment
-run, progress to the log, TensorBoard.
+"""YOU MAY MODIFY (what is logged): eval accuracy to hyperparameter tuning, eval metrics to the
+Experiment run, progress to the log, TensorBoard.
 
-``Trainer`` callbacks that only watch the run, and :func:`report_final_model`, which makes the
-last value reported for tuning the exported model's accuracy. The callbacks that change the run
-live with what they serve: the training order's in ``training_order.py``, checkpoint mirroring
-in ``resume.py``.
+:func:`report_final_model` makes the last value reported for tuning the exported model's.
 """
 
 from __future__ import annotations
