@@ -5,6 +5,7 @@ metric; nothing else logs, and a failing API costs one warning line."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -167,3 +168,23 @@ def test_plain_names_take_project_and_region_from_the_environment():
     }
     assert tracking.parse_names(env) == ("123", "europe-west4", "my-runs", "train-1")
     assert tracking.parse_names({tracking.EXPERIMENT_ENV: "my-runs"}) is None
+
+
+def test_typed_flags_are_logged_as_one_param_per_flag():
+    """A variant's ``Flags`` (a dataclass of sections) gives the same params as a namespace."""
+    from trainer import cli
+
+    @dataclasses.dataclass(frozen=True)
+    class Training:
+        learning_rate: float = 0.01
+        fp16: bool = False
+
+    @dataclasses.dataclass(frozen=True)
+    class Flags:
+        shared: cli.SharedFlags
+        training: Training
+
+    params = tracking.params_of(Flags(cli.SharedFlags(eval_data=None), Training()))
+    assert params["learning_rate"] == 0.01 and params["seed"] == 42
+    assert params["fp16"] == "False" and params["eval_data"] == ""
+    assert "shared" not in params and "training" not in params
