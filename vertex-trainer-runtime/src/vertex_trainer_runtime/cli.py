@@ -210,11 +210,10 @@ def parse(flags_class: type[FlagsT], description: str, argv: Sequence[str] | Non
 def base_parser(description: str) -> argparse.ArgumentParser:
     """The shared flags alone (:class:`SharedFlags`), for a variant's own ``add_argument``."""
 
-    @dataclasses.dataclass(frozen=True)
-    class _Shared:
-        shared: SharedFlags
-
-    return parser_for(_Shared, description)
+    # make_dataclass, not a class statement: the tools call this after taking the trainer's
+    # modules out of sys.modules, where a string annotation cannot be resolved.
+    shared = dataclasses.make_dataclass("Shared", [("shared", SharedFlags)], frozen=True)
+    return parser_for(shared, description)
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None):

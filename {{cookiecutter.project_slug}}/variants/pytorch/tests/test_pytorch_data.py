@@ -195,8 +195,8 @@ BAD.append(
 
 
 def load(path, *extra: str):
-    args = cli.parse_args(flags.parser(), [f"--train-data={path}", *extra])
-    return data.load_raw(args)
+    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, [f"--train-data={path}", *extra])
+    return data.load_raw(parsed.shared, parsed.data)
 
 
 @pytest.mark.parametrize("name, content, extra, line", BAD, ids=[case[0] for case in BAD])

@@ -76,9 +76,8 @@ def test_two_replicas_train_one_ddp_job(tiny_bert, csv_data, tmp_path):
     assert 0.55 < first_loss < 0.85, f"first loss {first_loss}: scaled by the process count?"
 
 
-def _parse(argv: list[str]):
-    parser = flags.parser()
-    return cli.parse_args(parser, argv)
+def _parse(argv: list[str]) -> flags.Flags:
+    return cli.parse(flags.Flags, flags.DESCRIPTION, argv)
 
 
 def test_workers_get_the_command_line_as_given():
@@ -86,8 +85,9 @@ def test_workers_get_the_command_line_as_given():
     given = ["--no-group-by-length", "--model_name_or_path", "scratch", "--epochs=2"]
     argv = distributed.worker_argv(["--local-dir=/node", "--model-name-or-path=/node/m"], given)
     worker = _parse(argv)
-    assert worker.group_by_length is False
-    assert (worker.local_dir, worker.model_name_or_path, worker.epochs) == ("/node", "/node/m", 2)
+    assert worker.data.group_by_length is False
+    assert worker.distributed.local_dir == "/node"
+    assert (worker.model.model_name_or_path, worker.training.epochs) == ("/node/m", 2)
 
 
 @pytest.mark.slow

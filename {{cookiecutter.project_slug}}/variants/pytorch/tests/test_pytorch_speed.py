@@ -154,8 +154,8 @@ def test_compiled_training_gives_the_losses_of_eager_training(
 
     training_arguments = train.training_arguments
 
-    def cheap_backend(args, output_dir):
-        options = training_arguments(args, output_dir)
+    def cheap_backend(parsed, output_dir):
+        options = training_arguments(parsed, output_dir)
         assert options.torch_compile and options.torch_compile_mode == "default"
         options.torch_compile_backend = "aot_eager"
         return options

@@ -263,9 +263,11 @@ def test_gradient_accumulation_steps_must_be_a_whole_number_of_batches(value, tm
 
 def test_gradient_accumulation_steps_reach_the_trainer(tmp_path):
     """Hugging Face's own argument: it steps the optimizer every N batches and counts steps."""
+    from vertex_trainer_runtime import cli
+
     from trainer import flags, train
 
-    args = flags.parser().parse_args(["--gradient-accumulation-steps=4"])
-    assert train.training_arguments(args, str(tmp_path)).gradient_accumulation_steps == 4
-    args = flags.parser().parse_args([])
-    assert train.training_arguments(args, str(tmp_path)).gradient_accumulation_steps == 1
+    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, ["--gradient-accumulation-steps=4"])
+    assert train.training_arguments(parsed, str(tmp_path)).gradient_accumulation_steps == 4
+    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, [])
+    assert train.training_arguments(parsed, str(tmp_path)).gradient_accumulation_steps == 1

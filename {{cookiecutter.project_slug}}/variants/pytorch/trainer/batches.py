@@ -1,12 +1,7 @@
-"""How training batches are padded: as little as each batch needs, in lengths a compiled model
-reuses, and without an attention mask when nothing is padded.
+"""YOU SHOULD NOT NEED TO CHANGE THIS: how batches are padded, as little as each needs.
 
-``torch.compile`` specializes on shapes: every new batch length would compile again (about a
-minute on a GPU). Padding to multiples of 64 when compiling bounds the lengths to
-``max_seq_length / 64`` graphs, compiled once each (the length-grouped sampler makes most
-batches close to a multiple anyway). A batch with no padding goes without its attention mask:
-PyTorch's scaled-dot-product attention then keeps its fastest (flash) kernel, which a mask rules
-out, and transformers need not look at the mask to find that out (a wait for the GPU).
+Compiling pads to multiples of 64 (``torch.compile`` specializes on shapes: one graph per
+length); an unpadded batch goes without its attention mask, so attention keeps its flash kernel.
 """
 
 from __future__ import annotations

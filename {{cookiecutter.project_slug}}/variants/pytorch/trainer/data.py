@@ -1,11 +1,8 @@
-"""Text-classification data: IMDB by default, CSV/JSONL/Parquet files, or a synthetic set.
+"""YOU MAY MODIFY: the text-classification data: IMDB by default, CSV/JSONL/Parquet files
+(``input_files.py``), or a synthetic set; ``tokenize`` prepares it for the model.
 
-Files may be local, ``/gcs/`` paths or ``gs://`` URIs (read through the Cloud Storage FUSE
-mount), a single file, a folder or a glob. Everything goes through ``datasets``, so large files
-are memory-mapped Arrow tables and tokenization is a cached, batched ``map``. Examples are not
-padded here: the collator pads each batch to its own longest example (dynamic padding). The
-training order of each epoch, a function of the seed and the epoch, is ``training_order.py``'s.
-Files are read and checked in ``input_files.py``, class labels in ``labels.py``.
+Everything goes through ``datasets`` (memory-mapped Arrow, cached batched ``map``); examples are
+padded per batch by the collator, not here. Class labels: ``labels.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +16,7 @@ import numpy as np
 import pyarrow.compute as pc
 from vertex_trainer_runtime import cli
 
+from trainer.flags import Data
 from trainer.input_files import load_files
 from trainer.labels import class_names, label_mapper
 
@@ -54,14 +52,8 @@ class RawData:
 
 
 def synthetic_examples(count: int, seed: int) -> dict[str, list]:
-    """Review-like sentences whose sentiment words give the label away, with some noise.
-
-    Each text holds a few sentiment words of its class and, in 30% of the texts, one of the
-    other class (a "good" in a bad review): the majority decides, so a small BERT trained from
-    scratch learns it in a few hundred examples. Lengths are skewed like real reviews (most
-    short, a few long), which is what makes dynamic padding pay off. The same count and seed
-    always give the same texts.
-    """
+    """Review-like sentences whose sentiment words (the majority, 30% noise) give the label away,
+    with skewed lengths like real reviews; the same count and seed give the same texts."""
     rng = random.Random(seed)
     texts, labels = [], []
     for _ in range(count):
@@ -136,33 +128,49 @@ def describe(spec: str | None) -> str:
     return IMDB if spec is None else spec
 
 
-def load_raw(args) -> RawData:
+def load_raw(shared: cli.SharedFlags, section: Data) -> RawData:
     """Load and check both splits; raises ``cli.InputError`` for anything wrong with them."""
-    text, label = args.text_column, args.label_column
-    train_name = describe(args.train_data)
-    train = _load(args.train_data, "train", args.seed, text)
+    text, label, seed = section.text_column, section.label_column, shared.seed
+    train_name = describe(shared.train_data)
+    train = _load(shared.train_data, "train", seed, text)
     _check_columns(train, train_name, text, label)
     train = drop_empty_texts(train, train_name, text)
-    label_names = class_names(train, train_name, label, getattr(args, "label_names", None))
-
-    if args.eval_data is not None:
-        eval_name = describe(args.eval_data)
-        evaluation = _load(args.eval_data, "eval", args.seed, text)
-        _check_columns(evaluation, eval_name, text, label)
-        evaluation = drop_empty_texts(evaluation, eval_name, text)
-    elif args.train_data in (None, SYNTHETIC):
-        eval_name = f"{train_name} (evaluation split)"
-        evaluation = _load(args.train_data, "eval", args.seed, text)
-    else:
-        eval_name = f"{train_name} (held-out {HOLDOUT_FRACTION:.0%})"
-        if len(train) < 10:
-            raise cli.InputError(
-                f"{train_name}: too few examples to hold some out; set --eval-data"
-            )
-        parts = train.train_test_split(test_size=HOLDOUT_FRACTION, seed=args.seed)
-        train, evaluation = parts["train"], parts["test"]
+    label_names = class_names(train, train_name, label, section.label_names)
+    train, evaluation, eval_name = _evaluation_split(shared, section, train, train_name)
     _check_columns(evaluation, eval_name, text, label)
+    _check_eval_labels(evaluation, eval_name, label, label_names)
 
+    train = _limit(train, section.max_train_samples, seed)
+    evaluation = _limit(evaluation, section.max_eval_samples, seed)
+    logger.info(
+        "Data: %d training examples from %s, %d evaluation examples from %s, classes %s",
+        len(train),
+        train_name,
+        len(evaluation),
+        eval_name,
+        label_names,
+    )
+    return RawData(train, evaluation, label_names, text, label)
+
+
+def _evaluation_split(shared: cli.SharedFlags, section: Data, train, train_name: str):
+    """(train, eval, eval's name): --eval-data, the built-in eval split, or a held-out share."""
+    text, seed = section.text_column, shared.seed
+    if shared.eval_data is not None:
+        eval_name = describe(shared.eval_data)
+        evaluation = _load(shared.eval_data, "eval", seed, text)
+        _check_columns(evaluation, eval_name, text, section.label_column)
+        return train, drop_empty_texts(evaluation, eval_name, text), eval_name
+    if shared.train_data in (None, SYNTHETIC):
+        evaluation = _load(shared.train_data, "eval", seed, text)
+        return train, evaluation, f"{train_name} (evaluation split)"
+    if len(train) < 10:
+        raise cli.InputError(f"{train_name}: too few examples to hold some out; set --eval-data")
+    parts = train.train_test_split(test_size=HOLDOUT_FRACTION, seed=seed)
+    return parts["train"], parts["test"], f"{train_name} (held-out {HOLDOUT_FRACTION:.0%})"
+
+
+def _check_eval_labels(evaluation, eval_name: str, label: str, label_names: list[str]) -> None:
     to_id = label_mapper(label_names, evaluation.features[label])
     unknown = []
     for value in evaluation.unique(label):
@@ -174,18 +182,6 @@ def load_raw(args) -> RawData:
         raise cli.InputError(
             f"{eval_name}: labels {sorted(unknown)[:5]} do not occur in the training data"
         )
-
-    train = _limit(train, args.max_train_samples, args.seed)
-    evaluation = _limit(evaluation, args.max_eval_samples, args.seed)
-    logger.info(
-        "Data: %d training examples from %s, %d evaluation examples from %s, classes %s",
-        len(train),
-        train_name,
-        len(evaluation),
-        eval_name,
-        label_names,
-    )
-    return RawData(train, evaluation, label_names, text, label)
 
 
 def _limit(dataset: datasets.Dataset, count: int, seed: int) -> datasets.Dataset:

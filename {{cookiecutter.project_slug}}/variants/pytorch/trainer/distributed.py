@@ -1,12 +1,10 @@
-"""One DDP job across Vertex replicas: a torchrun agent per replica, a process per GPU.
+"""YOU SHOULD NOT NEED TO CHANGE THIS: one DDP job across Vertex replicas, a torchrun agent
+per replica and a process per GPU.
 
-Vertex starts the container's entry point once per replica with ``CLUSTER_SPEC``. The replicas
-of worker pools 0 and 1 are the nodes of the job (pool 2 is the Reduction Server, pool 3
-evaluators); ``vertex_trainer_runtime.runtime`` turns the spec into the node count, this
-node's rank and the chief's address. This module hands those to ``torch.distributed.run``
-(what ``torchrun`` runs), which starts ``python -m trainer.task`` once per local GPU (once on a
-CPU machine) with ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` set per process. Vertex's own
-``WORLD_SIZE``/``RANK`` count nodes, so they are never used directly.
+``vertex_trainer_runtime.runtime`` turns ``CLUSTER_SPEC`` into the node count, this node's
+rank and the chief's address (pools 0 and 1 train); ``torch.distributed.run`` starts
+``python -m trainer.task`` once per local GPU with ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` set.
+Vertex's own ``WORLD_SIZE``/``RANK`` count nodes, so they are never used directly.
 """
 
 from __future__ import annotations
@@ -68,14 +66,9 @@ def plan(cluster: runtime.Cluster, nproc_per_node: int = 0) -> Plan:
 
 
 def end_worker(code: int) -> NoReturn:
-    """End this torchrun worker now, skipping Python's teardown of the process group.
-
-    Freeing a gloo process group from Python can deadlock (pytorch/pytorch#56297): when the
-    DDP reducer drops the last reference, ``~ProcessGroupGloo`` joins its worker thread while
-    holding the GIL, and that thread needs the GIL to free the tensors of its last collective.
-    The worker then never exits and its torchrun agent never reaches the exit barrier. Called
-    after the final barrier, when every rank has written all it writes, so nothing is lost.
-    """
+    """End this torchrun worker now, after its last barrier, skipping Python's teardown of the
+    process group: freeing a gloo group can deadlock (pytorch/pytorch#56297) and then the agent
+    never reaches its exit barrier."""
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -83,13 +76,8 @@ def end_worker(code: int) -> NoReturn:
 
 
 def watch_chief(environ: Mapping[str, str] | None = None) -> threading.Thread | None:
-    """End this torchrun worker once torchrun's store on the chief stops answering.
-
-    The store lives in the chief's torchrun agent: when the chief's VM is gone, a worker would
-    otherwise wait for it until a timeout of many minutes (a collective on a VM that vanished
-    without closing its connections, the store in ``init_process_group``). None when this
-    process has no agent store to watch (not started by torchrun with one).
-    """
+    """End this torchrun worker once torchrun's store on the chief stops answering, instead of
+    waiting many minutes for a VM that is gone; None without an agent store to watch."""
     env = os.environ if environ is None else environ
     host, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
     if not host or not port or env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() != "true":
@@ -102,11 +90,8 @@ def watch_chief(environ: Mapping[str, str] | None = None) -> threading.Thread | 
 
 
 def _watch_chief(host: str, port: int) -> None:
-    """Exit once the store has not answered for CHIEF_CHECK_SECONDS + CHIEF_TIMEOUT_SECONDS.
-
-    The questions go from a thread of their own: a store whose VM vanished (or whose process
-    is frozen) can leave a question unanswered for good, whatever the client's timeout.
-    """
+    """Exit once the store has not answered for CHIEF_CHECK_SECONDS + CHIEF_TIMEOUT_SECONDS (asked
+    from a thread of its own: a vanished VM can leave a question unanswered for good)."""
     import torch.distributed as dist
 
     answered = [time.monotonic()]
@@ -142,13 +127,8 @@ def _watch_chief(host: str, port: int) -> None:
 
 
 def run_worker(train: Callable[[], int]) -> int:
-    """Run ``train`` in a torchrun worker; if it raises, say why and end the process at once.
-
-    After a peer is lost (a preempted VM) the collective raises here; the teardown that would
-    follow can hang like the one ``end_worker`` avoids, and then this node's agent never
-    reports the failure, so Vertex never restarts the replica. A chief that vanished without
-    a word ends the worker too (:func:`watch_chief`).
-    """
+    """Run ``train`` in a torchrun worker; if it raises, say why and end the process at once (the
+    teardown after a lost peer can hang, and Vertex would never restart the replica)."""
     watch_chief()
     try:
         return train()
@@ -164,12 +144,8 @@ def run_worker(train: Callable[[], int]) -> int:
 
 
 def worker_argv(extra: Sequence[str] = (), argv: Sequence[str] | None = None) -> list[str]:
-    """The command line of this process (``argv``: default ``sys.argv[1:]``) plus ``extra``.
-
-    The workers get the flags exactly as given, not rebuilt from the parsed values: that loses
-    what cannot be spelled back, e.g. ``--no-group-by-length`` would turn the default on again.
-    ``extra`` comes last, so it wins over the same flag given earlier.
-    """
+    """This process's command line as given (``argv``: default ``sys.argv[1:]``), then ``extra``,
+    which wins: rebuilt from parsed values, ``--no-group-by-length`` would be lost."""
     return [*(sys.argv[1:] if argv is None else argv), *extra]
 
 
@@ -195,14 +171,9 @@ def _children(pid: int | None = None) -> list[int]:
 
 
 class _ForwardSigterm:
-    """torchrun's signal handler, except that SIGTERM goes on to the workers and nothing more.
-
-    torchrun's own handler stops the workers on SIGTERM and then ends the launcher with 143
-    whatever they did: a notice during the export restarted a job whose workers succeeded.
-    Forwarded, the workers save and exit 143 by themselves (or finish, 0), and torchrun
-    reports what they did. The launcher's own Vertex SIGTERM reaches only PID 1 in some
-    setups, so it is forwarded, not left to reach the workers by itself.
-    """
+    """torchrun's signal handler, except that SIGTERM is forwarded to the workers and nothing more:
+    they save and exit 143 (or finish, 0) and torchrun reports that, instead of ending 143 whatever
+    they did. Forwarded, since Vertex's SIGTERM may reach only PID 1."""
 
     def __init__(self, original):
         self.original = original

@@ -1,24 +1,16 @@
-"""The flags of ``python -m trainer.task``: the shared ones (``vertex_trainer_runtime.cli``) and
-this trainer's.
+"""YOU MAY MODIFY: the flags of ``python -m trainer.task``, in typed sections. A new flag is one
+field here and its use where its section is read (``train.run(flags, ctx)`` hands them out).
 
-Framework-free on purpose: the tools (``make check``, ``make submit-hpt``, the local emulator)
-import it to know the trainer's flags, so a study parameter or a ``job.args`` flag the trainer
-lacks is refused before any job starts. Add a flag here and read it in ``train.run(args, ctx)``.
+Framework-free: the tools import it to refuse a flag or study parameter the trainer lacks.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: the tools parse with these classes after taking
+# the module out of sys.modules, where string annotations could no longer be resolved.
 import argparse
+import dataclasses
 
 from vertex_trainer_runtime import cli
-
-
-def _warmup_ratio(value: str) -> float:
-    number = cli.non_negative_float(value)
-    if number >= 1:
-        raise argparse.ArgumentTypeError(f"expected a share of steps in [0, 1), got {value!r}")
-    return number
-
+from vertex_trainer_runtime.cli import flag
 
 DESCRIPTION = (
     "Fine-tune a BERT-family model (Hugging Face transformers) for text classification; "
@@ -29,142 +21,140 @@ DESCRIPTION = (
 NO_REDUCTION_SERVER = None
 
 
-def add_arguments(parser) -> None:
-    group = parser.add_argument_group("model and data")
-    group.add_argument(
-        "--model-name-or-path",
-        default="bert-base-cased",
-        help="Hugging Face Hub id, a save_pretrained folder (local, /gcs/ or gs://), or "
+def _warmup_ratio(value: str) -> float:
+    number = cli.non_negative_float(value)
+    if number >= 1:
+        raise argparse.ArgumentTypeError(f"expected a share of steps in [0, 1), got {value!r}")
+    return number
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """model"""
+
+    model_name_or_path: str = flag(
+        "bert-base-cased",
+        "Hugging Face Hub id, a save_pretrained folder (local, /gcs/ or gs://), or "
         "'scratch': a small BERT built from the training texts, for offline smoke runs",
     )
-    group.add_argument("--text-column", default="text", help="column with the text")
-    group.add_argument("--label-column", default="label", help="column with the class")
-    group.add_argument(
-        "--max-seq-length", type=cli.positive_integer, default=128, help="truncate to this"
-    )
-    group.add_argument(
-        "--pad-to-max-length",
-        action="store_true",
-        help="pad every example to --max-seq-length (slower; for comparison with the default "
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+    """data: columns, classes, tokenization"""
+
+    text_column: str = flag("text", "column with the text")
+    label_column: str = flag("label", "column with the class")
+    max_seq_length: int = flag(128, "truncate to this", type=cli.positive_integer)
+    pad_to_max_length: bool = flag(
+        False,
+        "pad every example to --max-seq-length (slower; for comparison with the default "
         "dynamic padding to each batch's longest example)",
     )
-    group.add_argument(
-        "--group-by-length",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="batch examples of similar length together, so dynamic padding pads less "
+    group_by_length: bool = flag(
+        True,
+        "batch examples of similar length together, so dynamic padding pads less "
         "(measured: 1.8x the samples/s of random batches at 512 tokens on IMDB-like lengths)",
     )
-    group.add_argument(
-        "--max-train-samples",
-        type=cli.non_negative_integer,
-        default=0,
-        help="use at most N (0: all)",
-    )
-    group.add_argument(
-        "--max-eval-samples", type=cli.non_negative_integer, default=0, help="0: all"
-    )
-    group.add_argument(
-        "--label-names",
-        type=lambda value: [name.strip() for name in value.split(",") if name.strip()],
-        default=None,
-        help="the classes in id order, comma-separated (e.g. neg,pos): labels not listed are "
+    max_train_samples: int = flag(0, "use at most N (0: all)", type=cli.non_negative_integer)
+    max_eval_samples: int = flag(0, "0: all", type=cli.non_negative_integer)
+    label_names: tuple[str, ...] | None = flag(
+        None,
+        "the classes in id order, comma-separated (e.g. neg,pos): labels not listed are "
         "refused; without it the sorted label values, and a class of a few rows is refused "
         "as a likely typo",
+        type=_names,
     )
 
-    group = parser.add_argument_group("training")
-    group.add_argument("--epochs", type=cli.positive_float, default=2.0, help="training epochs")
-    group.add_argument(
-        "--max-steps",
-        type=cli.non_negative_integer,
-        default=0,
-        help="stop after N steps (0: use --epochs)",
-    )
-    group.add_argument(
-        "--batch-size", type=cli.positive_integer, default=16, help="per process (per GPU)"
-    )
-    group.add_argument(
-        "--gradient-accumulation-steps",
-        type=cli.positive_integer,
-        default=1,
-        help="batches per optimizer step: the global batch is --batch-size x processes x this, "
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """training"""
+
+    epochs: float = flag(2.0, "training epochs", type=cli.positive_float)
+    max_steps: int = flag(0, "stop after N steps (0: use --epochs)", type=cli.non_negative_integer)
+    batch_size: int = flag(16, "per process (per GPU)", type=cli.positive_integer)
+    gradient_accumulation_steps: int = flag(
+        1,
+        "batches per optimizer step: the global batch is --batch-size x processes x this, "
         "for a large batch on few GPUs",
+        type=cli.positive_integer,
     )
-    group.add_argument(
-        "--eval-batch-size",
-        type=cli.non_negative_integer,
-        default=0,
-        help="per process (0: 2x --batch-size)",
+    eval_batch_size: int = flag(
+        0, "per process (0: 2x --batch-size)", type=cli.non_negative_integer
     )
-    group.add_argument("--learning-rate", type=cli.positive_float, default=2e-5)
-    group.add_argument("--weight-decay", type=cli.non_negative_float, default=0.0)
-    group.add_argument(
-        "--warmup-ratio", type=_warmup_ratio, default=0.0, help="share of steps, < 1"
-    )
-    group.add_argument(
-        "--precision",
+    learning_rate: float = flag(2e-5, type=cli.positive_float)
+    weight_decay: float = flag(0.0, type=cli.non_negative_float)
+    warmup_ratio: float = flag(0.0, "share of steps, < 1", type=_warmup_ratio)
+    precision: str = flag(
+        "auto",
+        "auto: bf16 on GPUs that support it, else fp16 on GPU, fp32 on CPU",
         choices=["auto", "fp32", "bf16", "fp16"],
-        default="auto",
-        help="auto: bf16 on GPUs that support it, else fp16 on GPU, fp32 on CPU",
     )
-    group.add_argument(
-        "--dataloader-workers",
-        type=cli.integer,
-        default=-1,
-        help="data loader processes per training process (-1: 4 on GPU, 0 on CPU)",
+    dataloader_workers: int = flag(
+        -1, "data loader processes per training process (-1: 4 on GPU, 0 on CPU)"
     )
-    group.add_argument(
-        "--torch-compile",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="compile the model with torch.compile (TrainingArguments.torch_compile): faster "
+    torch_compile: bool = flag(
+        False,
+        "compile the model with torch.compile (TrainingArguments.torch_compile): faster "
         "steps on a GPU after a compilation of about a minute; batches are padded to "
         "multiples of 64 so that new lengths reuse the compiled graphs",
+        negatable=True,
     )
-    group.add_argument(
-        "--torch-compile-mode",
+    torch_compile_mode: str = flag(
+        "default",
+        "torch.compile's mode, with --torch-compile",
         choices=["default", "reduce-overhead", "max-autotune"],
-        default="default",
-        help="torch.compile's mode, with --torch-compile",
     )
 
-    group = parser.add_argument_group("evaluation and checkpoints")
-    group.add_argument(
-        "--eval-steps",
-        type=cli.non_negative_integer,
-        default=0,
-        help="evaluate every N steps (0: each epoch)",
-    )
-    group.add_argument(
-        "--save-steps",
-        type=cli.non_negative_integer,
-        default=0,
-        help="checkpoint every N steps (0: each epoch); see also --checkpoint-minutes",
-    )
-    group.add_argument("--logging-steps", type=cli.positive_integer, default=50)
 
-    group = parser.add_argument_group("distributed")
-    group.add_argument(
-        "--nproc-per-node",
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """evaluation and checkpoints"""
+
+    eval_steps: int = flag(
+        0, "evaluate every N steps (0: each epoch)", type=cli.non_negative_integer
+    )
+    save_steps: int = flag(
+        0,
+        "checkpoint every N steps (0: each epoch); see also --checkpoint-minutes",
         type=cli.non_negative_integer,
-        default=0,
-        help="training processes per replica (0: one per GPU, one on CPU)",
     )
-    group.add_argument(
-        "--local-dir",
-        default=None,
-        help="local scratch folder for Trainer checkpoints (default: a fresh temporary folder)",
+    logging_steps: int = flag(50, type=cli.positive_integer)
+
+
+@dataclasses.dataclass(frozen=True)
+class Distributed:
+    """distributed"""
+
+    nproc_per_node: int = flag(
+        0,
+        "training processes per replica (0: one per GPU, one on CPU)",
+        type=cli.non_negative_integer,
     )
+    local_dir: str | None = flag(
+        None,
+        "local scratch folder for Trainer checkpoints (default: a fresh temporary folder)",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Flags:
+    """Every flag, by section; ``trainer.task`` parses them and calls ``train.run(flags, ctx)``."""
+
+    shared: cli.SharedFlags
+    model: Model
+    data: Data
+    training: Training
+    schedule: Schedule
+    distributed: Distributed
+    tensorboard: cli.TensorBoardFlags
 
 
 def parser() -> argparse.ArgumentParser:
-    """The whole command line: shared flags, then this trainer's."""
-    result = cli.base_parser(DESCRIPTION)
-    add_arguments(result)
-    result.add_argument(
-        "--tensorboard-dir",
-        default=None,
-        help="where TensorBoard logs go (AIP_TENSORBOARD_LOG_DIR)",
-    )
-    return result
+    """The whole command line (the tools read the flags from it)."""
+    return cli.parser_for(Flags, DESCRIPTION)

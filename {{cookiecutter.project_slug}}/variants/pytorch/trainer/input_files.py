@@ -1,9 +1,8 @@
-"""Reading ``--train-data``/``--eval-data`` files: CSV, JSON Lines or Parquet, checked first.
+"""YOU MAY MODIFY (to read another format): ``--train-data``/``--eval-data`` files, CSV, JSON
+Lines or Parquet (a file, a folder or a glob; local, ``/gcs/`` or ``gs://``), checked first.
 
-Split out of ``data.py`` to keep it short: this module turns a file, folder or glob (local,
-``/gcs/`` or ``gs://``) into one ``datasets.Dataset``, refusing non-UTF-8 text, binary files,
-header-only files and repeated column names with one line that names the file and line.
-``predict.py`` reads its ``--input-file`` tables here too.
+Non-UTF-8 text, binary files, header-only files and repeated column names are refused with one
+line naming the file and line. ``predict.py`` reads its ``--input-file`` tables here too.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Class labels: which classes the training data has, and each label value's model id.
+"""YOU MAY MODIFY (the label rules): which classes the training data has, and each label's id.
 
-Split out of ``data.py`` to keep it short: ``class_names`` refuses rows without a label and
-labels that look like typos, ``label_mapper`` maps a stored label (class index, int or str) to
-the id the model is trained with.
+``class_names`` refuses rows without a label and labels that look like typos; ``label_mapper``
+maps a stored label (class index, int or str) to the id the model is trained with.
 """
 
 from __future__ import annotations

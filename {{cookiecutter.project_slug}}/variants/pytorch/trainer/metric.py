@@ -1,7 +1,6 @@
-"""The tuning metric's name, in a module without torch or transformers.
+"""YOU MAY MODIFY, with ``hpt.metric`` in vertex.yaml: the tuning metric's name and goal.
 
-``METRIC`` is the tag reported to Vertex hyperparameter tuning and must equal ``hpt.metric.id``
-in vertex.yaml; config checks import it from here without installing the framework.
+Framework-free: config checks import it without installing torch or transformers.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""The BERT-family classifier and its tokenizer, from the Hub or from a folder, and their export.
+"""YOU MAY MODIFY: the BERT-family classifier and its tokenizer, loaded and exported.
 
-``--model-name-or-path`` is a Hub id (``bert-base-cased``) or a folder written by
-``save_pretrained``: local, ``/gcs/...`` or ``gs://...`` (read through the FUSE mount), or
-``scratch``: a small BERT built here, so smoke runs and tests need no Hub download. ``export``
-writes the trained model and its tokenizer with ``save_pretrained``.
+``--model-name-or-path`` is a Hub id, a ``save_pretrained`` folder (local, ``/gcs/``, ``gs://``)
+or ``scratch``: a small BERT built here, so smoke runs and tests need no Hub download.
 """
 
 from __future__ import annotations
@@ -54,14 +52,10 @@ def build_scratch(
     max_length: int = 512,
     seed: int = 42,
 ) -> str:
-    """Write a randomly initialised BERT and a WordPiece vocabulary made from ``texts``.
-
-    It is loaded back with ``from_pretrained`` like any other model: the same code path, offline.
-    The same texts and seed always give the same vocabulary and weights, so every node of a
-    job, and every restart, builds the identical model. The weights are written with
-    ``safetensors`` directly: ``save_pretrained`` writes nothing on a process whose global
-    rank is not 0, so a node other than the chief would get a folder without weights.
-    """
+    """Write a randomly initialised BERT and a WordPiece vocabulary made from ``texts``, loaded back
+    with ``from_pretrained`` like any model. The same texts and seed give the same model on every
+    node and restart; weights go through ``safetensors`` directly (``save_pretrained`` writes
+    nothing on a rank other than 0)."""
     from safetensors.torch import save_file
     from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import WordPiece
@@ -131,11 +125,8 @@ def load_tokenizer(name_or_path: str):
 def load_model(name_or_path: str, label_names: list[str]):
     """A sequence classifier with one output per class, named after the data's labels.
 
-    transformers logs a multi-line table with terminal colour codes for every new or unused
-    weight (always the case here: the classifier head is new); 4.x logs paragraphs. Cloud
-    Logging shows that as one entry per line with raw escape codes, so it is silenced and
-    summed up in one line.
-    """
+    transformers' multi-line report of new and unused weights (colour codes, a Cloud Logging
+    entry per line) is silenced and summed up in one line."""
     report_logger = hf_logging.get_logger("transformers.modeling_utils")
     report_logger.addFilter(_drop_load_report)
     try:

@@ -1,9 +1,8 @@
-"""Classify texts with an exported model: ``python -m trainer.predict --model-dir DIR "text" ...``.
+"""YOU MAY MODIFY: ``python -m trainer.predict --model-dir DIR "text" ...`` classifies texts
+with an exported model and prints one JSON line per text (text, label, probability).
 
-Reads the folder ``save_pretrained`` wrote (local, ``/gcs/`` or ``gs://``) and prints one JSON
-line per text: the text, the predicted label and its probability. Texts come from the command
-line or ``--input-file`` (one text per line in a .txt file, or the ``--text-column`` of a CSV,
-JSON Lines or Parquet file).
+Texts come from the command line or ``--input-file`` (.txt, one per line, or the
+``--text-column`` of a CSV, JSON Lines or Parquet file).
 """
 
 from __future__ import annotations

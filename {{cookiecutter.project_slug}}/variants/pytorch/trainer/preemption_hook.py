@@ -1,21 +1,12 @@
-"""PyTorch's side of a preemption notice (``vertex_trainer_runtime.preemption``): stop in 2 steps.
+"""YOU SHOULD NOT NEED TO CHANGE THIS: PyTorch's side of a preemption notice
+(``vertex_trainer_runtime.preemption``): every rank saves the same step, within two steps of
+SIGTERM.
 
-Every rank must save the same step, even when only one VM got SIGTERM. So under DDP the ranks
-share their flags ("did my replica get SIGTERM?", "is a timed save due on rank 0?") at every
-training step, in a tiny all-reduce (MAX) on a CPU (gloo) process group of its own: it starts
-when a step begins and is read when the step ends, so it runs while the step computes and
-never syncs a GPU. A notice is acted on at the end of the step that was running when it came,
-or of the next one if it came after that step began: from the first step of every attempt, at
-any step time. On one process the notice is read at every step's end. That step's checkpoint
-is then saved (``MirrorCheckpoints.on_save`` publishes it, marker last), training stops, and
-``stopped_early`` ends the run with ``Preempted``.
-
-While training, the flags also go round once per evaluation batch: a notice during an
-evaluation ends it within two batches (:class:`EvaluationStopped`; the weights are those of the
-step just trained) and :func:`save_after_evaluation_stopped` saves that step. After the last
-training step the final checkpoint is already complete, so a notice lets the final evaluation
-and the export go on: the run ends 0 if they fit in the grace period, and a rerun after a
-SIGKILL resumes at the last step and only evaluates and exports.
+Under DDP the ranks share their flags ("did my replica get SIGTERM?", "is a timed save due?")
+each step in a tiny background all-reduce (MAX) on a gloo group of their own, started when a
+step begins and read when it ends, so no GPU waits. A notice during an evaluation while training
+ends it within two batches and saves that step; after the last step the final evaluation and
+the export go on (the final checkpoint is already complete).
 """
 
 from __future__ import annotations
@@ -88,13 +79,18 @@ def skip_epoch_end(notice: preemption.Notice | None, control) -> None:
         control.should_evaluate = False
 
 
-def save_after_evaluation_stopped(trainer) -> None:
-    """Save the step whose evaluation a notice stopped, as the Trainer saves it (every rank).
+def fit(trainer, notice: preemption.Notice, resume_from: str | None) -> None:
+    """``trainer.train``; raises ``Preempted`` once the checkpoint of an agreed notice is saved."""
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    except EvaluationStopped:
+        save_after_evaluation_stopped(trainer)
+    stopped_early(notice, trainer.state)
 
-    The evaluation changed no weight, optimizer or RNG state the checkpoint holds (its data
-    loader drew its seed when it started, as a whole evaluation does), so resuming from this
-    checkpoint goes on exactly as a run that was never stopped.
-    """
+
+def save_after_evaluation_stopped(trainer) -> None:
+    """Save the step whose evaluation a notice stopped, as the Trainer saves it (every rank); the
+    evaluation changed nothing the checkpoint holds, so resuming goes on as if never stopped."""
     trainer._save_checkpoint(trainer.model_wrapped, trial=None)
     trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
     trainer.callback_handler.on_train_end(trainer.args, trainer.state, trainer.control)

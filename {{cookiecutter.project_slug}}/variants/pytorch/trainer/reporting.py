@@ -1,10 +1,7 @@
-"""What a run reports: eval accuracy to hyperparameter tuning, eval metrics to the Experiment
-run, progress to the log, TensorBoard.
+"""YOU MAY MODIFY (what is logged): eval accuracy to hyperparameter tuning, eval metrics to the
+Experiment run, progress to the log, TensorBoard.
 
-``Trainer`` callbacks that only watch the run, and :func:`report_final_model`, which makes the
-last value reported for tuning the exported model's accuracy. The callbacks that change the run
-live with what they serve: the training order's in ``training_order.py``, checkpoint mirroring
-in ``resume.py``.
+:func:`report_final_model` makes the last value reported for tuning the exported model's.
 """
 
 from __future__ import annotations
@@ -68,7 +65,8 @@ class LogProgress(TrainerCallback):
         return control
 
 
-def tensorboard_callback(directory: OutputDir):
+def tensorboard_callbacks(directory: OutputDir) -> list[TrainerCallback]:
+    """TensorBoard's callback writing to ``directory``; none (one warning) where it cannot."""
     try:
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
@@ -76,8 +74,8 @@ def tensorboard_callback(directory: OutputDir):
         path = directory.local()
     except (ImportError, cli.InputError) as error:
         logger.warning("No TensorBoard logs: %s", error)
-        return None
-    return TensorBoardCallback(tb_writer=SummaryWriter(log_dir=path))
+        return []
+    return [TensorBoardCallback(tb_writer=SummaryWriter(log_dir=path))]
 
 
 def report_final_model(trainer: Trainer, report: ReportMetric) -> None:

@@ -1,18 +1,10 @@
-"""Hugging Face checkpoints that survive restarts: local writes, mirrored with a marker.
+"""YOU SHOULD NOT NEED TO CHANGE THIS: Hugging Face checkpoints that survive restarts.
 
-``Trainer`` cannot write checkpoints to ``gs://`` and writes them in place, and resuming
-crashes on a truncated ``trainer_state.json``, weights file or ``optimizer.pt`` (or an empty
-newer ``checkpoint-N``) and silently starts a fresh optimizer when ``optimizer.pt`` is missing.
-So the Trainer writes to local disk, :class:`MirrorCheckpoints` copies each finished checkpoint
-to the checkpoint dir with the ``COMPLETE`` marker of ``vertex_trainer_runtime.checkpoints``,
-in the background (``vertex_trainer_runtime.publisher``: training goes on while it crosses to
-``/gcs/``), and at start the newest checkpoint that has its marker and passes :func:`validate`
-is copied back to local disk.
-
-On a job of several nodes each rank writes its own RNG state (``rng_state_<rank>.pth``) into
-its node's local checkpoint; every node adds its ranks' files to the published checkpoint
-before rank 0 writes the marker, so a resume restores every rank's RNG. At start the nodes
-agree on one checkpoint (:func:`agreed_checkpoint`) before any of them loads it.
+``Trainer`` writes checkpoints in place on local disk and resuming crashes on a truncated one, so
+:class:`MirrorCheckpoints` publishes each finished checkpoint to the checkpoint dir in the
+background (``vertex_trainer_runtime.publisher``, ``COMPLETE`` marker last), with every node's
+RNG states, and at start the nodes agree on the newest one that passes :func:`validate` and
+copy it back.
 """
 
 from __future__ import annotations
@@ -62,10 +54,6 @@ def validate(path: str) -> None:
         torch.load(file, map_location="cpu", weights_only=True)
 
 
-def _distributed() -> bool:
-    return dist.is_available() and dist.is_initialized()
-
-
 # What a rank that does not look offers: larger than any step, so it never decides the minimum.
 _ABSTAIN = 2**62
 
@@ -73,20 +61,17 @@ _ABSTAIN = 2**62
 def agreed_checkpoint(
     checkpoint_dir: str, looks: bool = True, device=None
 ) -> tuple[int, checkpoints.Checkpoint | None]:
-    """The step every node resumes from (-1: none), and this node's copy of it if it looks.
+    """The step every node resumes from (-1: none), and this node's copy of it if it ``looks``.
 
-    Each node may see a different newest checkpoint (one published while another node was
-    listing, a stale listing of the /gcs/ mount, a copy that fails validation on one node), and
-    nodes that load different steps train on silently diverged models. So one rank per node
-    (``looks``) offers its newest usable step; while the offers differ, every node offers
-    again its newest usable step at or below the smallest offer. Every rank must call this.
-    """
+    Nodes may see different newest checkpoints (a stale /gcs/ listing, a failed validation): one
+    rank per node offers its newest usable step, and while offers differ every node offers again
+    at or below the smallest. Every rank must call this."""
     bound = None
     while True:
         found = None
         if looks:
             found = checkpoints.latest_complete(checkpoint_dir, validate=validate, max_step=bound)
-        if not _distributed():
+        if not preemption_hook.distributed():
             return (found.step if found else -1), found
         step = found.step if found else -1
         offer = [step, -step] if looks else [_ABSTAIN, _ABSTAIN]
@@ -122,7 +107,7 @@ def restore_agreed(checkpoint_dir: str, local_root: str, looks: bool, device=Non
             logger.info(
                 "Restored checkpoint %s (global step %d) to %s", found.path, step, destination
             )
-    if _distributed():
+    if preemption_hook.distributed():
         dist.barrier()
     return destination if step >= 0 else None
 
@@ -220,7 +205,7 @@ class MirrorCheckpoints(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         step = state.global_step
         source = os.path.join(args.output_dir, f"{checkpoints.PREFIX}{step}")
-        if _distributed():
+        if preemption_hook.distributed():
             self._gather_rng_states(source, state)
         self.interval.reset()
         if state.is_world_process_zero:
@@ -241,12 +226,8 @@ class MirrorCheckpoints(TrainerCallback):
         return control
 
     def _gather_rng_states(self, source: str, state) -> None:
-        """Put the other nodes' ``rng_state_<rank>.pth`` files into the checkpoint dir.
-
-        Every rank saved its RNG state in its node's local checkpoint, but only rank 0 publishes
-        its folder. So, before rank 0 publishes and writes the marker (which then vouches for
-        these files too), each other node copies its ranks' files: one writer per file.
-        """
+        """Before rank 0 publishes and writes the marker, each other node copies its ranks'
+        ``rng_state_<rank>.pth`` into the checkpoint dir: one writer per file."""
         destination = checkpoints.path_for(self.checkpoint_dir, state.global_step)
         dist.barrier()  # every rank has written its RNG state
         if state.is_world_process_zero:

@@ -1,11 +1,6 @@
-"""Training speed in the logs: examples/s, tokens/s, step time and, on a GPU, model-FLOPs use.
-
-Every logging interval the chief logs these figures (and they go to TensorBoard with the loss);
-at the end it logs the time spent in checkpoints and evaluations, also to the Experiment run.
-Nothing here waits for the GPU at every step: shapes are counted on the host, the non-pad
-tokens add up on the device and are read once per logging interval (when the Trainer reads the
-loss anyway), and the time is the wall time between two log points, less the checkpoints and
-evaluations between them.
+"""YOU SHOULD NOT NEED TO CHANGE THIS: training speed in the logs and TensorBoard: examples/s,
+tokens/s, step time and, on a GPU, model-FLOPs use; at the end the time in checkpoints and
+evaluations. Shapes are counted on the host; nothing waits for the GPU at every step.
 """
 
 from __future__ import annotations
@@ -60,12 +55,9 @@ class FlopsModel:
 
 
 class Throughput(TrainerCallback):
-    """Counts what each training batch holds and adds the speed to each training log.
-
-    ``count`` is called by :class:`MeasuredTrainer` for every batch, ``paused`` around each
-    checkpoint and evaluation. Rates are rank 0's counts times the number of processes (every
-    DDP rank trains batches of the same size).
-    """
+    """Counts each training batch (``count``, from :class:`MeasuredTrainer`) and the pauses for
+    checkpoints and evaluations, and adds the speed to each training log (rank 0's counts x the
+    number of processes)."""
 
     def __init__(self, model, device: torch.device | None = None):
         self.flops_model = FlopsModel(model)

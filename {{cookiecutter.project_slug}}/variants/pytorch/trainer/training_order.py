@@ -1,9 +1,6 @@
-"""The training order: each epoch's is a function of the seed and the epoch, nothing else.
-
-transformers' own samplers draw from the global RNG, which differs between ranks and is
-restored only after a resume has drawn its order; :class:`SeededOrderTrainer` replaces them with
-:class:`EpochOrder`, so every rank trains on one order and a resumed run skips exactly the
-batches already trained.
+"""YOU SHOULD NOT NEED TO CHANGE THIS: each epoch's training order is a function of the seed and
+the epoch only, the same on every rank and again after a resume (transformers' samplers draw
+from the global RNG, which differs between ranks and is restored only after the order is drawn).
 """
 
 from __future__ import annotations
@@ -14,18 +11,10 @@ from transformers.trainer_pt_utils import get_length_grouped_indices
 
 
 class EpochOrder(torch.utils.data.Sampler):
-    """The order of one training epoch: a function of the seed and the epoch, nothing else.
-
-    transformers' samplers draw each epoch's permutation from the global torch RNG, which
-    dropout draws from too. Under DDP each rank's RNG drifts (dropout draws in proportion to the
-    padded width of its batches), so the ranks dealt batches from different permutations: some
-    examples twice in an epoch, others never. And on a mid-epoch resume the order was drawn
-    before the RNG state was restored, so the batches skipped were not those already trained.
-    Here every rank draws the same order from its own generator, seeded with ``seed + epoch``
-    (as accelerate seeds its random sampler); accelerate deals each rank its share of the
-    batches. With ``lengths`` the order groups examples of similar length into batches of
-    ``batch_size`` (transformers' length grouping, the same permutation and mega-batches).
-    """
+    """The order of one epoch, drawn from its own generator seeded with ``seed + epoch`` (as
+    accelerate seeds its sampler): every rank draws the same order, also after a mid-epoch resume
+    (the global RNG drifts per rank with dropout). With ``lengths``: transformers' length grouping
+    into batches of ``batch_size``."""
 
     def __init__(self, size: int, seed: int, lengths: list[int] | None = None, batch_size: int = 1):
         if lengths is not None and len(lengths) != size:
@@ -54,13 +43,8 @@ class EpochOrder(torch.utils.data.Sampler):
 
 
 class SetOrderEpoch(TrainerCallback):
-    """Tells the training order which epoch starts, before the epoch's first batch is drawn.
-
-    ``state.epoch`` counts finished epochs plus the finished share of the current one, also
-    right after a mid-epoch resume, so its whole part is the epoch that starts. transformers
-    and accelerate forward ``set_epoch`` to a sampler in some versions and setups but not in all
-    (not through accelerate's batch sampler shards under DDP, for one): this works in all.
-    """
+    """Tells the order which epoch starts (the whole part of ``state.epoch``, also right after a
+    resume): transformers and accelerate forward ``set_epoch`` in some setups, not in all."""
 
     def __init__(self):
         self.order: EpochOrder | None = None
@@ -78,12 +62,8 @@ def groups_by_length(training_args: TrainingArguments) -> bool:
 
 
 class SeededOrderTrainer(Trainer):
-    """``Trainer`` whose training order depends only on ``args.seed`` and the epoch.
-
-    The same order on every rank, with and without length grouping, and the same again after a
-    resume, so ``skip_first_batches`` skips exactly the batches already trained
-    (see ``EpochOrder``).
-    """
+    """``Trainer`` with :class:`EpochOrder`: ``skip_first_batches`` skips exactly the batches a
+    resumed run already trained."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
