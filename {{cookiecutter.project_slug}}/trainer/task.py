@@ -23,10 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if hasattr(flags, "Flags"):
-        parsed = cli.parse(flags.Flags, flags.DESCRIPTION, argv)
-    else:  # a variant not yet on typed flags
-        parsed = cli.parse_args(flags.parser(), argv)
+    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, argv)
     try:
         return train.run(parsed, context.build(parsed)) or 0
     except cli.InputError as error:
