@@ -12,6 +12,7 @@ import argparse
 
 import tensorflow as tf
 import tf_keras as keras
+from trainer import flags as trainer_flags
 from trainer import model as trainer_model
 
 
@@ -35,11 +36,9 @@ def main() -> None:
         seed=args.seed,
     ).prefetch(tf.data.AUTOTUNE)
     model = trainer_model.build(
-        args.model,
+        trainer_flags.Model(model=args.model, weights="none", fine_tune=False),
         num_classes=2,
         image_size=args.image_size,
-        weights="none",
-        fine_tune=False,
         learning_rate=args.learning_rate,
     )
     validation = None

@@ -13,6 +13,7 @@ import os
 
 import tensorflow as tf
 import tf_keras as keras
+from trainer import flags as trainer_flags
 from trainer import model as trainer_model
 
 
@@ -52,11 +53,9 @@ def main() -> None:
     train = train.batch(args.batch_size)
     train = train.prefetch(tf.data.AUTOTUNE)
     model = trainer_model.build(
-        args.model,
+        trainer_flags.Model(model=args.model, weights="none", fine_tune=False),
         num_classes=2,
         image_size=args.image_size,
-        weights="none",
-        fine_tune=False,
         learning_rate=args.learning_rate,
     )
     model.fit(train, epochs=args.epochs, verbose=0)
