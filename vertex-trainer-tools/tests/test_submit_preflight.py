@@ -40,8 +40,10 @@ def test_package_mode_uploads_the_sdist_it_submits(project, cloud):
         code, out, err = cloud("--package", "--dist-dir=dist", server=server)
     assert code == 0, err
     (body,) = server.created("customJobs")
-    (uri,) = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
-    sdist = next((project / "dist").glob("*.tar.gz"))
+    # The runtime's sdist first (the trainer's requirement on it), then the trainer's.
+    runtime_uri, uri = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"]
+    assert "/vertex_trainer_runtime-" in runtime_uri and runtime_uri in server.uploads
+    sdist = next(p for p in (project / "dist").glob("*.tar.gz") if "runtime" not in p.name)
     assert uri.endswith("/" + sdist.name) and uri in server.uploads
     assert sdist.read_bytes() in server.uploads[uri], "the upload carries the sdist's bytes"
 
