@@ -119,15 +119,16 @@ def test_package_keeps_the_executor_framework(tmp_path, framework):
         assert not planned_names & {"xgboost", "xgboost-cpu"}, "a second XGBoost package"
 
 
-def test_the_runtime_requirement_is_met_by_the_sdist_sent_beside_without_the_index(tmp_path):
+def test_the_sdists_sent_together_install_without_the_index(tmp_path):
     """make submit PACKAGE=1's sdists, installed offline as the prebuilt container installs
-    them (pip, every package URI at hand): the trainer's requirement on
-    vertex-trainer-runtime is met by the runtime's sdist, never by the index. The trainer's
-    other requirements come from the index on Vertex (planned above): here it asks for the
-    runtime alone, so that pip resolves with no index at all."""
+    them (pip, every package URI): the runtime comes from its own sdist, never from the index,
+    and setup.py leaves it out of install_requires (SENT_BESIDE), so the trainer's sdist installs
+    whatever order Vertex takes. The trainer's other requirements come from the index on Vertex
+    (planned above): here it asks for the runtime alone, so that pip needs no index at all."""
     project = bake(tmp_path / "bake", framework="xgboost")
     runtime = importlib.metadata.version("vertex-trainer-runtime")
     (project / "requirements.txt").write_text(f"vertex-trainer-runtime=={runtime}\n")
+    assert install_requires(project) == [], "the runtime is sent beside, not required"
     sdists = submit_lib.package_sdists(project, tmp_path / "dist")
     names = [sdist.name.rsplit("-", 1)[0] for sdist in sdists]
     assert names == ["vertex_trainer_runtime", "vertex_trainer"], "the runtime's first"
@@ -138,7 +139,7 @@ def test_the_runtime_requirement_is_met_by_the_sdist_sent_beside_without_the_ind
     target = tmp_path / "target"
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-index", "--no-build-isolation",
-         f"--find-links={tmp_path / 'dist'}", f"--target={target}", str(sdists[-1])],
+         f"--target={target}", *map(str, sdists)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert install.returncode == 0, install.stdout + install.stderr
