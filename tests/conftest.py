@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
@@ -82,6 +84,58 @@ def pip_env() -> dict[str, str]:
     env["PIP_CONSTRAINT"] = str(CONSTRAINTS)
     env.pop("VIRTUAL_ENV", None)
     return env
+
+
+# This suite runs a process per core already (pytest -n auto): one OpenMP thread each, as the
+# projects' own conftest sets, or their threads wait on each other (PyTorch steps 10x slower).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+@dataclass
+class Demo:
+    """One ``make demo``: its project, its output, pip's report of its ``make install``."""
+
+    project: Path
+    result: subprocess.CompletedProcess
+    pip_report: Path
+
+
+@pytest.fixture(scope="session")
+def fresh_demo(tmp_path_factory):
+    """``fresh_demo(framework) -> Demo``: ``make demo`` as the README shows it (a fresh venv,
+    the project's ``make install``, ``make train-local``), once per framework and session.
+
+    Two tests read the one install, a few minutes each: tests/test_generated.py runs the
+    project's tiers in its venv, tests/test_resolve.py checks that pip resolved it without
+    backtracking (pip writes its report, ``PIP_REPORT``). A failed demo is kept too, so that
+    the second test reports it instead of running it again; each test checks what it needs."""
+    demos: dict[str, Demo] = {}
+
+    def get(framework: str) -> Demo:
+        if framework not in demos:
+            folder = tmp_path_factory.mktemp(f"demo-{framework}")
+            report = folder / "pip-report.json"
+            command = ["make", "--no-print-directory", "demo", f"FRAMEWORK={framework}"]
+            result = subprocess.run(
+                [*command, f"DEMO_DIR={folder}"],
+                cwd=TEMPLATE,
+                env={**pip_env(), **ONE_THREAD, "PIP_REPORT": str(report)},
+                capture_output=True,
+                text=True,
+                timeout=2400,
+            )
+            demos[framework] = Demo(folder / "vertex_trainer", result, report)
+        return demos[framework]
+
+    return get
+
+
+# The framework parameter of the tests that read ``fresh_demo(framework)``: each framework's
+# tests are one xdist group, so they run on one worker and share one demo.
+FRESH_DEMO_FRAMEWORKS = [
+    pytest.param(framework, marks=pytest.mark.xdist_group(f"fresh-venv-{framework}"))
+    for framework in FRAMEWORKS
+]
 
 
 # Minutes each, against seconds for the rest: started first, longest first, so that the two
