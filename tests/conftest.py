@@ -148,9 +148,10 @@ FRESH_DEMO_FRAMEWORKS = [
 # Minutes each, against seconds for the rest. pytest-xdist (--dist loadgroup) hands out the
 # units with the most tests first (an xdist group counts as one unit: the image group's 7 tests,
 # then each framework's fresh-venv group of 2), one per worker, and one more to a worker with at
-# most 2 tests pending; among units of one size this order decides. With 2 workers: one runs
-# the image group, then XGBoost's group and most short tests; the other PyTorch's group, then
-# Keras's (898 + 812 s of the 1772 s CI run of 2026-11-27: the shortest split of the four).
+# most 2 tests pending; among units of one size this order decides. With 2 workers one runs
+# the image group, the other PyTorch's group and, fetched at once, Keras's (898 + 812 s of the
+# 1772 s CI run of 2026-11-27: the shortest split of the four); XGBoost's goes to the first
+# worker left with 2 tests pending (at CI's timings the image worker, 5 image tests in).
 LONGEST_FIRST = ["images", "generated[pytorch]", "generated[keras]", "generated[xgboost]"]
 
 
