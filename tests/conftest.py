@@ -80,15 +80,8 @@ def baked(tmp_path_factory):
 
 
 def pip_env() -> dict[str, str]:
-    """The environment of the suite's fresh installs: the constraints file, no active venv, and
-    no bytecode compiled at install time. pip compiles every module it installs (most of them
-    never imported here: the fresh XGBoost venv's install took 74 s of CPU, 41 s without);
-    Python compiles the ones a test imports when it imports them. ``PIP_COMPILE=0`` is pip's
-    ``--no-compile`` (``PIP_NO_COMPILE=1`` would turn compiling on: pip reads the value as
-    the option's)."""
     env = dict(os.environ)
     env["PIP_CONSTRAINT"] = str(CONSTRAINTS)
-    env["PIP_COMPILE"] = "0"
     env.pop("VIRTUAL_ENV", None)
     return env
 
