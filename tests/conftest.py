@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
@@ -80,8 +82,65 @@ def pip_env() -> dict[str, str]:
     return env
 
 
-# Minutes each, against seconds for the rest: started first, longest first, so that the two
-# xdist workers end together (the image tests are one xdist group and stay on one worker).
+# This suite runs a process per core already (pytest -n auto): one OpenMP thread each, as the
+# projects' own conftest sets, or their threads wait on each other (PyTorch steps 10x slower).
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+
+
+@dataclass
+class Demo:
+    """One ``make demo``: its project, its output, pip's report of its ``make install``."""
+
+    project: Path
+    result: subprocess.CompletedProcess
+    pip_report: Path
+
+
+@pytest.fixture(scope="session")
+def fresh_demo(tmp_path_factory):
+    """``fresh_demo(framework) -> Demo``: ``make demo`` as the README shows it (a fresh venv,
+    the project's ``make install``, ``make train-local``), once per framework and session.
+
+    Two tests read the one install, a few minutes each: tests/test_generated.py runs the
+    project's tiers in its venv, tests/test_resolve.py checks that pip resolved it without
+    backtracking (pip writes its report, ``PIP_REPORT``). A failed demo is kept too, so that
+    the second test reports it instead of running it again; each test checks what it needs."""
+    demos: dict[str, Demo] = {}
+
+    def get(framework: str) -> Demo:
+        if framework not in demos:
+            folder = tmp_path_factory.mktemp(f"demo-{framework}")
+            report = folder / "pip-report.json"
+            command = ["make", "--no-print-directory", "demo", f"FRAMEWORK={framework}"]
+            result = subprocess.run(
+                [*command, f"DEMO_DIR={folder}"],
+                cwd=TEMPLATE,
+                env={**pip_env(), **ONE_THREAD, "PIP_REPORT": str(report)},
+                capture_output=True,
+                text=True,
+                timeout=2400,
+            )
+            demos[framework] = Demo(folder / "vertex_trainer", result, report)
+        return demos[framework]
+
+    return get
+
+
+# The framework parameter of the tests that read ``fresh_demo(framework)``: each framework's
+# tests are one xdist group, so they run on one worker and share one demo.
+FRESH_DEMO_FRAMEWORKS = [
+    pytest.param(framework, marks=pytest.mark.xdist_group(f"fresh-venv-{framework}"))
+    for framework in FRAMEWORKS
+]
+
+
+# Minutes each, against seconds for the rest. pytest-xdist (--dist loadgroup) hands out the
+# units with the most tests first (an xdist group counts as one unit: the image group's 7 tests,
+# then each framework's fresh-venv group of 2), one per worker, and one more to a worker with at
+# most 2 tests pending; among units of one size this order decides. With 2 workers one runs
+# the image group, the other PyTorch's group and, fetched at once, Keras's (898 + 812 s of the
+# 1772 s CI run of 2026-11-27: the shortest split of the four); XGBoost's goes to the first
+# worker left with 2 tests pending (at CI's timings the image worker, 5 image tests in).
 LONGEST_FIRST = ["images", "generated[pytorch]", "generated[keras]", "generated[xgboost]"]
 
 

@@ -2,7 +2,8 @@
 own), then the demo project's own ``make lint``, ``make test`` and ``make test-all`` in the fresh
 virtual environment the demo made, as a user would run them; then, in that environment, the
 template's checks of a generated project (``tests/project/``): every command of the generated
-README and docs run as written, and the sdist installed and run."""
+README and docs run as written, and the sdist installed and run. The demo is conftest's
+``fresh_demo``: tests/test_resolve.py reads the same install."""
 
 from __future__ import annotations
 
@@ -12,15 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FRAMEWORKS, TEMPLATE, pip_env
+from conftest import FRESH_DEMO_FRAMEWORKS, ONE_THREAD, TEMPLATE, pip_env
 
 # One fresh environment and test run per framework; several minutes each.
 pytestmark = pytest.mark.generated
-
-
-# This suite runs a process per core already (pytest -n auto): one OpenMP thread each, as the
-# projects' own conftest sets, or their threads wait on each other (PyTorch steps 10x slower).
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
 
 
 def run(command: list[str], cwd: Path, timeout: int, **env: str) -> subprocess.CompletedProcess:
@@ -28,24 +24,25 @@ def run(command: list[str], cwd: Path, timeout: int, **env: str) -> subprocess.C
     result = subprocess.run(
         command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
-    assert result.returncode == 0, (
-        f"{' '.join(command)} failed ({result.returncode}):\n"
-        f"{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
-    )
+    assert_succeeded(result)
     return result
 
 
-@pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_demo_then_the_projects_own_lint_and_test_tiers(tmp_path, framework):
-    demo = run(
-        ["make", "--no-print-directory", "demo", f"FRAMEWORK={framework}", f"DEMO_DIR={tmp_path}"],
-        TEMPLATE,
-        timeout=2400,
+def assert_succeeded(result: subprocess.CompletedProcess) -> None:
+    assert result.returncode == 0, (
+        f"{' '.join(result.args)} failed ({result.returncode}):\n"
+        f"{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
     )
-    project = tmp_path / "vertex_trainer"
+
+
+@pytest.mark.parametrize("framework", FRESH_DEMO_FRAMEWORKS)
+def test_demo_then_the_projects_own_lint_and_test_tiers(fresh_demo, framework):
+    demo = fresh_demo(framework)
+    assert_succeeded(demo.result)
+    project = demo.project
     model_dir = project / "outputs" / "local" / "latest" / "model"
     assert model_dir.is_dir() and any(model_dir.iterdir()), "the demo exported no model"
-    assert f"cd {project} && . .venv/bin/activate" in demo.stdout, "no next steps printed"
+    assert f"cd {project} && . .venv/bin/activate" in demo.result.stdout, "no next steps printed"
     python = f"PYTHON={project / '.venv' / 'bin' / 'python'}"
     run(["make", "lint", python], project, timeout=300)
     env = {}
