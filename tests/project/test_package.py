@@ -33,11 +33,11 @@ MODULE = runtime_package.MODULE
 
 def requirements() -> set[str]:
     """requirements.txt less the framework (torch, tensorflow, the XGBoost build), which the
-    environment provides (see setup.py)."""
+    environment provides, and the runtime, whose sdist is sent beside (setup.py)."""
     lines = (PROJECT / "requirements.txt").read_text().splitlines()
     wanted = {line.strip() for line in lines if line.strip() and not line.startswith("#")}
-    framework = ("xgboost", "xgboost-cpu", "torch", "tensorflow")
-    return {line for line in wanted if Requirement(line).name.lower() not in framework}
+    left_out = ("xgboost", "xgboost-cpu", "torch", "tensorflow", RUNTIME)
+    return {line for line in wanted if Requirement(line).name.lower() not in left_out}
 
 
 def canonical(requirement: str) -> tuple[str, str, str]:
@@ -116,6 +116,7 @@ def test_sdist_installs_in_a_fresh_venv_and_runs_the_trainer(tmp_path):
     ).stdout  # fmt: skip
     declared = {canonical(line) for line in metadata.splitlines() if line.strip()}
     assert {canonical(line) for line in requirements()} <= declared
+    assert RUNTIME not in {name for name, _, _ in declared}, "the runtime is sent beside"
 
     fresh = python.parent.parent
     where = imported_from(python, "trainer", tmp_path)
