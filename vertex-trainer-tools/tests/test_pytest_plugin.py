@@ -70,3 +70,13 @@ def test_helpers_write_what_vertex_writes(tmp_path):
     assert [line["auc"] for line in testing.read_metrics(tmp_path / "m")] == ["0.5", "0.75"]
     assert testing.read_metrics(tmp_path / "none") == []
     assert len(set(testing.free_ports(3))) == 3
+
+
+def test_sigterm_to_exit_reads_the_drill_line_and_holds_the_grace(tmp_path):
+    line = "local_run | kill drill: workerpool0-0 exited 143 4.2s after SIGTERM\n"
+    job = testing.LocalJob(0, line, tmp_path, "1", 1.0)
+    assert job.sigterm_to_exit() == (143, 4.2)
+    with pytest.raises(AssertionError):
+        job.sigterm_to_exit(grace=4)
+    with pytest.raises(AssertionError, match="no SIGTERM drill line for workerpool1-0"):
+        job.sigterm_to_exit("workerpool1-0")

@@ -28,6 +28,7 @@ from vertex_trainer_tools.local_run import launcher
 from vertex_trainer_tools.project import project_root
 
 CHIEF = "workerpool0-0"
+SPOT_GRACE_SECONDS = 30  # Compute Engine's: SIGKILL this long after the preemption's SIGTERM
 # What Vertex sets on a replica; a test's trainer must not inherit them from the caller's shell.
 VERTEX_PREFIXES = ("AIP_", "CLOUD_ML_", "CLUSTER_SPEC", "TF_CONFIG")
 
@@ -267,6 +268,20 @@ class LocalJob:
 
     def tail(self, characters: int = 6000) -> str:
         return self.output[-characters:]
+
+    def sigterm_to_exit(
+        self, replica: str = CHIEF, grace: float = SPOT_GRACE_SECONDS
+    ) -> tuple[int, float]:
+        """(exit code, seconds) of ``replica`` after the kill drill's SIGTERM, printed for the
+        record; fails the test unless the replica exited within ``grace`` seconds."""
+        found = re.search(
+            rf"kill drill: {replica} exited (-?\d+) ([\d.]+)s after SIGTERM", self.output
+        )
+        assert found, f"no SIGTERM drill line for {replica}\n{self.tail()}"
+        code, seconds = int(found.group(1)), float(found.group(2))
+        print(f"SIGTERM to exit of {replica}: {seconds:.1f} s (exit {code}, grace {grace:g} s)")
+        assert seconds < grace, self.tail()
+        return code, seconds
 
 
 def run_local_job(
