@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from vertex_trainer_runtime import cli
+
 from vertex_trainer_tools.local_run.drill import DEFAULT_GRACE, SIGNALS
 from vertex_trainer_tools.local_run.supervisor import MAX_RESTARTS
 from vertex_trainer_tools.project import CONFIG_FILE, LOCAL_JOBS, project_root
@@ -42,28 +44,6 @@ def _replicas(value: str) -> int:
     if count > MAX_REPLICAS:
         raise argparse.ArgumentTypeError(replica_problem(count))
     return count
-
-
-def _seconds(value: str) -> float:
-    """A finite number of seconds >= 0 (``nan`` or ``inf`` would disable the timer)."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds < 0:
-        raise argparse.ArgumentTypeError(f"expected SECONDS (a number >= 0), got {value!r}")
-    return seconds
-
-
-def _count(value: str) -> int:
-    """A whole number >= 0."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value!r}")
-    return number
 
 
 DESCRIPTION = (
@@ -159,19 +139,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--max-restarts",
-        type=_count,
+        type=cli.non_negative_integer,
         default=MAX_RESTARTS,
         help=f"restarts of a failed replica before the job fails (default: {MAX_RESTARTS})",
     )
     add(
         "--timeout",
-        type=_seconds,
+        type=cli.non_negative_float,
         default=None,
         help="job timeout in seconds (default: vertex.yaml's scheduling.timeout_seconds)",
     )
     add(
         "--grace",
-        type=_seconds,
+        type=cli.non_negative_float,
         default=10.0,
         help="seconds from SIGTERM to SIGKILL when the runner stops replicas (default: 10)",
     )
