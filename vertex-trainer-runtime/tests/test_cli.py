@@ -4,6 +4,7 @@ person or Vertex hyperparameter tuning writes them."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 
 import pytest
@@ -11,11 +12,22 @@ import pytest
 from vertex_trainer_runtime import cli
 
 
+@dataclasses.dataclass(frozen=True)
+class Hyper:
+    """hyperparameters"""
+
+    learning_rate: float = cli.flag(0.1, "step size", type=cli.positive_float)
+    batch_size: int = cli.flag(8, "examples per step", type=cli.positive_integer)
+
+
+@dataclasses.dataclass(frozen=True)
+class Flags:
+    shared: cli.SharedFlags
+    hyper: Hyper
+
+
 def parser() -> argparse.ArgumentParser:
-    parser = cli.base_parser("test")
-    parser.add_argument("--learning-rate", type=cli.positive_float, default=0.1)
-    parser.add_argument("--batch-size", type=cli.positive_integer, default=8)
-    return parser
+    return cli.parser_for(Flags, "test")
 
 
 def test_defaults():

@@ -4,7 +4,7 @@ The variant's side of the contract is checked in each generated project (tests/t
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 
 import pytest
 from vertex_trainer_tools.testing import cluster_spec
@@ -14,8 +14,13 @@ from vertex_trainer_runtime import cli, context, runtime
 NO_MOUNT = "gs://no-such-bucket-mounted-here"
 
 
-def parsed(*argv: str) -> argparse.Namespace:
-    return cli.parse_args(cli.base_parser("test"), list(argv))
+@dataclasses.dataclass(frozen=True)
+class Flags:
+    shared: cli.SharedFlags
+
+
+def parsed(*argv: str) -> Flags:
+    return cli.parse(Flags, "test", argv)
 
 
 def test_context_reads_vertex_once(tmp_path):

@@ -207,15 +207,6 @@ def parse(flags_class: type[FlagsT], description: str, argv: Sequence[str] | Non
     return flags_from(flags_class, parse_args(parser_for(flags_class, description), argv))
 
 
-def base_parser(description: str) -> argparse.ArgumentParser:
-    """The shared flags alone (:class:`SharedFlags`), for a variant's own ``add_argument``."""
-
-    # make_dataclass, not a class statement: the tools call this after taking the trainer's
-    # modules out of sys.modules, where a string annotation cannot be resolved.
-    shared = dataclasses.make_dataclass("Shared", [("shared", SharedFlags)], frozen=True)
-    return parser_for(shared, description)
-
-
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None):
     """Parse Vertex-style argv; unknown flags are logged and ignored, never fatal."""
     if argv is None:

@@ -59,16 +59,14 @@ class RunContext:
 
 
 def build(flags: Any, environ: Mapping[str, str] | None = None) -> RunContext:
-    """The context for a variant's parsed ``Flags`` (or an argparse namespace of the shared
-    flags) and the environment."""
-    shared = getattr(flags, "shared", flags)
+    """The context for a variant's parsed ``Flags`` and the environment."""
     # Trainers that write no TensorBoard logs have no cli.TensorBoardFlags section.
-    tensorboard = getattr(flags, "tensorboard", shared)
+    tensorboard = getattr(flags, "tensorboard", None)
     dirs = runtime.resolve_output_dirs(
-        shared.model_dir,
-        shared.checkpoint_dir,
+        flags.shared.model_dir,
+        flags.shared.checkpoint_dir,
         getattr(tensorboard, "tensorboard_dir", None),
-        shared.job_dir,
+        flags.shared.job_dir,
         environ=environ,
     )
     return RunContext(
