@@ -571,7 +571,8 @@ def test_keras_containers_at_1_s_steps_lose_no_step_to_a_notice_and_finish_after
     same step after it (the worker learns of it from the chief), the chief exits 143 within the
     grace period and the rerun resumes from that step (no step lost); a notice once every task
     published the last step's checkpoint (the final evaluation and export) ends the job with
-    exit 0 and no rerun."""
+    exit 0 and no rerun, or, when they do not fit in the grace period, with a rerun that only
+    exports (issue 25 item 2: no step is trained twice)."""
     project, config = default_image
     with_job_env(config, VERTEX_TRAINER_DRILL_STEP_SECONDS=DRILL_STEP_SECONDS)
     args, last_step = KERAS_SLOW_ARGS, KERAS_SLOW_EPOCHS * KERAS_SLOW_STEPS
@@ -595,12 +596,22 @@ def test_keras_containers_at_1_s_steps_lose_no_step_to_a_notice_and_finish_after
 
     last = f"KILL_AFTER=checkpoint:{KERAS_SLOW_EPOCHS}"  # a step counts once every task saved it
     finished = train_local(project, config, *drill, last, args=args)
-    code, _ = seconds_to_exit(finished, "keras", "notice after the last step")
-    assert code == 0, finished[-6000:]
+    code, seconds = seconds_to_exit(finished, "keras", "notice after the last step")
     # The notice came once the last step's checkpoint was complete (during the export).
     after_last = rf"SIGTERM to workerpool0-0 after .*checkpoint-{last_step} (?:was|were) saved"
     assert re.search(after_last, finished), finished[-6000:]
-    assert re.search(r"workerpool0-0 +attempts 1 +exit 0", finished), finished[-6000:]
+    if code == 0:  # evaluation and export fitted in the grace period: no rerun
+        assert re.search(r"workerpool0-0 +attempts 1 +exit 0", finished), finished[-6000:]
+    else:
+        # On a loaded machine they may not (two one-CPU containers: measured 8-27 s after the
+        # notice): the watchdog exits 143 and the rerun only evaluates and exports, no step.
+        print(f"keras: export not done {seconds:.1f} s after the notice; the rerun exports")
+        assert code == 143, finished[-6000:]
+        rerun = finished.split("starting workerpool0-0 (attempt 2)")[-1]
+        only_export = f"All {KERAS_SLOW_EPOCHS} epochs are done: evaluating and exporting only"
+        assert only_export in rerun, rerun[-6000:]
+        assert not re.search(r"workerpool0-0 \| Epoch \d+/", rerun), rerun[-6000:]
+        assert re.search(r"workerpool0-0 +attempts 2 +exit 0", finished), finished[-6000:]
     folder = (project / "outputs/local/latest").resolve()
     assert list((folder / "model").rglob("saved_model.pb")), finished[-4000:]
     assert not left_behind(finished), "containers or networks left behind"

@@ -23,6 +23,7 @@ def test_the_notice_records_sigterm_and_a_second_one_changes_nothing():
         os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next bytecode
         os.kill(os.getpid(), signal.SIGTERM)
         assert notice.received and notice.signals == 2
+        assert preemption.noticed()  # what task.py asks once a run finished
         assert notice.seconds_since() == 2.5  # from the first one
     finally:
         notice.uninstall()
