@@ -9,6 +9,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -17,7 +18,14 @@ import pytest
 import xgboost as xgb
 from sklearn import datasets, metrics
 from sklearn.model_selection import train_test_split
-from vertex_trainer_tools.testing import is_vertex_variable, kill, read_metrics, without_vertex
+from vertex_trainer_tools.testing import (
+    cluster_spec,
+    free_ports,
+    is_vertex_variable,
+    kill,
+    read_metrics,
+    without_vertex,
+)
 
 PROJECT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 150
@@ -83,6 +91,47 @@ def run_trainer(args: list[str], env: dict[str, str] | None = None, timeout: int
         kill(process)
         pytest.fail(f"trainer ran past {timeout} s: {args}")
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def start_two_replicas(tmp_path, args: list[str], **env: str) -> dict:
+    """A chief and a worker with Vertex-shaped ``CLUSTER_SPEC``s, logging to
+    ``tmp_path/<name>.log``; each writes under ``tmp_path/<chief|worker>/`` (model, checkpoints,
+    metrics)."""
+    chief, worker = free_ports(2)
+    pools = {"workerpool0": [f"127.0.0.1:{chief}"], "workerpool1": [f"127.0.0.1:{worker}"]}
+    processes = {}
+    for name, pool in (("chief", "workerpool0"), ("worker", "workerpool1")):
+        replica_env = trainer_env(
+            CLUSTER_SPEC=cluster_spec(pools, pool, 0),
+            CLOUD_ML_JOB_ID="4711",
+            CLOUD_ML_HP_METRIC_FILE=str(tmp_path / name / "metrics"),
+            **env,
+        )
+        outputs = [
+            f"--model-dir={tmp_path / name / 'model'}",
+            f"--checkpoint-dir={tmp_path / name / 'checkpoints'}",
+        ]
+        log = tmp_path / f"{name}.log"
+        processes[name] = start_trainer([*args, *outputs], replica_env, log=log)
+    return processes
+
+
+def run_two_replicas(tmp_path, args: list[str]) -> dict[str, str]:
+    """``start_two_replicas``; their logs once both exit 0."""
+    processes = start_two_replicas(tmp_path, args)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while any(p.poll() is None for p in processes.values()):
+            assert time.monotonic() < deadline, "distributed run did not finish in time"
+            time.sleep(0.1)
+    finally:
+        for process in processes.values():
+            kill(process)
+    logs = {name: (tmp_path / f"{name}.log").read_text() for name in processes}
+    for name, process in processes.items():
+        assert process.returncode == 0, f"{name}:\n{logs[name][-3000:]}"
+    assert "rank 0 of 2" in logs["chief"] and "rank 1 of 2" in logs["worker"]
+    return logs
 
 
 def run_in_process(

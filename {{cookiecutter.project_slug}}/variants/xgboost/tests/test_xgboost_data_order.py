@@ -1,6 +1,7 @@
-"""Data order: every round sees every training row once, and sampled rounds resume exactly.
+"""Data order: sampled rounds resume exactly.
 
-XGBoost has no epochs: each boosting round uses every training row, split across replicas.
+XGBoost has no epochs: each boosting round uses every training row, split across replicas
+(test_xgboost_distributed.py checks the split).
 With ``--subsample`` or ``--colsample-*`` below 1 each round draws a random sample; a resumed
 run must draw the same samples as the uninterrupted one, or a preempted tuning trial is scored
 on another model than the one it would have trained.
@@ -11,39 +12,13 @@ from __future__ import annotations
 import functools
 
 import pytest
-import xgboost as xgb
-from conftest import FAST, check_ok, load_model, run_in_process
-from test_xgboost_distributed import run_two_replicas
+from conftest import FAST, check_ok, load_model, run_in_process, run_two_replicas
 
 from trainer import resume
 
 ROUNDS = 30
 CUT = 12  # rounds of the first, interrupted attempt
 SAMPLING = ["--subsample=0.6", "--colsample-bytree=0.7"]
-
-
-def _root_cover(booster: xgb.Booster) -> float:
-    """The first tree's root cover: with squared error, the number of rows it was grown on."""
-    trees = booster.trees_to_dataframe()
-    return trees[(trees["Tree"] == 0) & (trees["Node"] == 0)]["Cover"].item()
-
-
-@pytest.mark.distributed
-def test_two_replicas_boost_on_every_row_once(tmp_path):
-    """An odd row count on 2 replicas: the rows are split, none dropped or repeated."""
-    rows = 501
-    args = [
-        f"--train-data=synthetic:{rows}",
-        "--eval-data=synthetic:100",
-        "--objective=regression",
-        "--num-boost-round=2",
-        *FAST,
-    ]
-    logs = run_two_replicas(tmp_path, args)
-    assert f"Data: {rows} training rows (this replica: 250)" in logs["chief"]
-    assert f"Data: {rows} training rows (this replica: 251)" in logs["worker"]
-    booster, _ = load_model(tmp_path / "chief" / "model")
-    assert _root_cover(booster) == pytest.approx(rows)
 
 
 def test_round_seeds_depend_on_seed_and_round_only():

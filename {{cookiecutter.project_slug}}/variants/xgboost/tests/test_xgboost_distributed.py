@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -14,56 +15,16 @@ from conftest import (
     TIMEOUT_S,
     check_reported_auc_is_the_exported_models,
     load_model,
-    start_trainer,
-    trainer_env,
+    run_two_replicas,
+    start_two_replicas,
 )
+from vertex_trainer_runtime.xgboost import distributed, row_plan
 from vertex_trainer_tools import contract
-from vertex_trainer_tools.testing import cluster_spec, free_ports, kill, read_metrics
+from vertex_trainer_tools.testing import kill, read_metrics
 
-from trainer import data, distributed
+from trainer import data
 
 pytestmark = pytest.mark.distributed
-
-
-def start_two_replicas(tmp_path, args: list[str], **env: str) -> dict:
-    """A chief and a worker with Vertex-shaped ``CLUSTER_SPEC``s, logging to
-    ``tmp_path/<name>.log``; each writes under ``tmp_path/<chief|worker>/`` (model, checkpoints,
-    metrics)."""
-    chief, worker = free_ports(2)
-    pools = {"workerpool0": [f"127.0.0.1:{chief}"], "workerpool1": [f"127.0.0.1:{worker}"]}
-    processes = {}
-    for name, pool in (("chief", "workerpool0"), ("worker", "workerpool1")):
-        replica_env = trainer_env(
-            CLUSTER_SPEC=cluster_spec(pools, pool, 0),
-            CLOUD_ML_JOB_ID="4711",
-            CLOUD_ML_HP_METRIC_FILE=str(tmp_path / name / "metrics"),
-            **env,
-        )
-        outputs = [
-            f"--model-dir={tmp_path / name / 'model'}",
-            f"--checkpoint-dir={tmp_path / name / 'checkpoints'}",
-        ]
-        log = tmp_path / f"{name}.log"
-        processes[name] = start_trainer([*args, *outputs], replica_env, log=log)
-    return processes
-
-
-def run_two_replicas(tmp_path, args: list[str]) -> dict[str, str]:
-    """``start_two_replicas``; their logs once both exit 0."""
-    processes = start_two_replicas(tmp_path, args)
-    try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while any(p.poll() is None for p in processes.values()):
-            assert time.monotonic() < deadline, "distributed run did not finish in time"
-            time.sleep(0.1)
-    finally:
-        for process in processes.values():
-            kill(process)
-    logs = {name: (tmp_path / f"{name}.log").read_text() for name in processes}
-    for name, process in processes.items():
-        assert process.returncode == 0, f"{name}:\n{logs[name][-3000:]}"
-    assert "rank 0 of 2" in logs["chief"] and "rank 1 of 2" in logs["worker"]
-    return logs
 
 
 def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
@@ -78,13 +39,18 @@ def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
         *FAST,
     ]
     logs = run_two_replicas(tmp_path, args)
-    # Two even ranges of all rows, the held-out ones (20%, chosen from all) left aside.
+    # Two even ranges of all rows, the held-out ones (20%, chosen from all) left aside ...
     total = diabetes_shards["rows"]
-    plan = data.RowPlan(total, 0.2, 42)
-    half = plan.range_of(data.Shard(0, 2))[1]
+    plan = row_plan.RowPlan(total, 0.2, 42)
+    half = plan.range_of(0, 2)[1]
     assert abs(half - total / 2) < 0.1 * total
     assert f"rows 0..{half} of {total} (in 2 files) for replica 0 of 2" in logs["chief"]
     assert f"rows {half}..{total} of {total} (in 2 files) for replica 1" in logs["worker"]
+    # ... holding the same number of training rows (within one), none dropped or repeated.
+    training = total - plan.held_out_rows
+    pattern = rf"Data: {training} training rows \(this replica: (\d+)\)"
+    shares = [int(re.search(pattern, logs[name]).group(1)) for name in ("chief", "worker")]
+    assert sum(shares) == training and abs(shares[0] - shares[1]) <= 1, shares
 
     # Only the chief exports, checkpoints and reports the tuning metric.
     booster, metadata = load_model(tmp_path / "chief" / "model")
@@ -98,7 +64,7 @@ def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
     # so the first tree's root covers all training rows of both replicas.
     trees = booster.trees_to_dataframe()
     root_cover = trees[(trees["Tree"] == 0) & (trees["Node"] == 0)]["Cover"].item()
-    assert root_cover == pytest.approx(total - plan.held_out_rows)
+    assert root_cover == pytest.approx(training)
 
 
 @pytest.mark.slow
