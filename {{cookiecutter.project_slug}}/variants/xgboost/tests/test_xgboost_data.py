@@ -13,8 +13,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import FAST, run_in_process, run_trainer
+from conftest import FAST, run_trainer
 from vertex_trainer_runtime import cli
+from vertex_trainer_tools.trainer_runs import run_in_process
 
 from trainer import data
 from trainer import schema as schemas

@@ -12,14 +12,16 @@ import pandas as pd
 import pytest
 from conftest import (
     FAST,
+    PROJECT,
+    SAMPLED,
     TIMEOUT_S,
     check_reported_auc_is_the_exported_models,
     load_model,
     run_two_replicas,
-    start_two_replicas,
+    trainer_env,
 )
 from vertex_trainer_runtime.xgboost import distributed, row_plan
-from vertex_trainer_tools import contract
+from vertex_trainer_tools import contract, trainer_runs
 from vertex_trainer_tools.testing import kill, read_metrics
 
 from trainer import data
@@ -121,7 +123,8 @@ def test_a_worker_whose_chief_stopped_answering_exits_within_the_grace_period(tm
         *FAST,
     ]
     # 0.1 s rounds: the job would take 40 s, it is frozen after its first checkpoint.
-    processes = start_two_replicas(tmp_path, args, VERTEX_TRAINER_DRILL_STEP_SECONDS="0.1")
+    slowed = trainer_env(VERTEX_TRAINER_DRILL_STEP_SECONDS="0.1")
+    processes = trainer_runs.start_two_replicas(tmp_path, args, slowed, PROJECT)
     chief, worker = processes["chief"], processes["worker"]
     try:
         deadline = time.monotonic() + TIMEOUT_S
@@ -145,3 +148,16 @@ def test_a_worker_whose_chief_stopped_answering_exits_within_the_grace_period(tm
     print(f"worker exited {worker.returncode} {seconds:.1f} s after its chief froze")
     assert worker.returncode not in (0, None), log[-3000:]
     assert seconds < 30, log[-3000:]
+
+
+def test_sampled_run_on_two_replicas_resumes_to_the_same_trees(tmp_path):
+    """Run 12 rounds, rerun with 30: the trees of 30 uninterrupted rounds (test_xgboost_resume)."""
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    whole.mkdir()
+    parts.mkdir()
+    run_two_replicas(whole, [*SAMPLED, "--num-boost-round=30"])
+    run_two_replicas(parts, [*SAMPLED, "--num-boost-round=12"])
+    logs = run_two_replicas(parts, [*SAMPLED, "--num-boost-round=30"])
+    assert "12 rounds done" in logs["chief"]
+    trees = [load_model(f / "chief" / "model")[0].get_dump(with_stats=True) for f in (whole, parts)]
+    assert trees[0] == trees[1]

@@ -1,31 +1,34 @@
-"""Resume: a killed run continues from its newest complete checkpoint, for the remaining rounds."""
+"""Resume: a killed run continues from its newest complete checkpoint, for the remaining rounds,
+and ends as an uninterrupted run does: the same trees, early stop and samples.
+
+With ``--subsample`` or ``--colsample-*`` below 1 each round draws a random sample; a resumed
+run must draw the same samples as the uninterrupted one, or a preempted tuning trial is scored
+on another model than the one it would have trained.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import signal
 import time
 
 import numpy as np
 import pytest
-import xgboost as xgb
 from conftest import (
     FAST,
-    TIMEOUT_S,
+    SAMPLED,
     check_ok,
     load_model,
-    run_in_process,
-    run_trainer,
-    start_trainer,
-    trainer_env,
+    synthetic_rows,
 )
 from vertex_trainer_runtime import checkpoints, preemption
-from vertex_trainer_tools.testing import is_vertex_variable, kill, read_metrics
+from vertex_trainer_tools.trainer_runs import run_in_process
+from vertex_trainer_tools.trainer_runs import without_vertex_variables as without_vertex
 
-from trainer import data
-from trainer import schema as schemas
+from trainer import resume
 
 
 def _complete(root) -> list[int]:
@@ -34,42 +37,21 @@ def _complete(root) -> list[int]:
     ]
 
 
-def test_killed_run_resumes_with_the_remaining_rounds(tmp_path):
-    rounds = 60
-    job = tmp_path / "job"
-    metric_file = tmp_path / "metrics"
-    env = trainer_env(CLOUD_ML_HP_METRIC_FILE=str(metric_file))
-    args = [
-        "--train-data=synthetic:3000",
-        "--eval-data=synthetic:300",
-        f"--job-dir={job}",
-        f"--num-boost-round={rounds}",
-        "--checkpoint-rounds=10",
-        "--eta=0.05",
-        *FAST,
-    ]
-    # The first run at 0.1 s rounds (the drills' hook): killed seconds before it could end.
-    slowed = {**env, "VERTEX_TRAINER_DRILL_STEP_SECONDS": "0.1"}
-    process = start_trainer(args, slowed, log=tmp_path / "first.log")
-    try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while not _complete(job / "checkpoints"):
-            assert process.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no checkpoint in time"
-            time.sleep(0.01)
-        assert process.poll() is None, "the run ended before it could be killed"
-    finally:
-        kill(process)
-    saved = max(_complete(job / "checkpoints"))
-    assert 10 <= saved < rounds
-    assert not (job / "model" / "model.bst").exists()
-
-    result = run_trainer(args, env)
-    check_ok(result)
-    assert "rounds done" in result.stderr and f"Boosting rounds {saved + 1}.." in result.stderr
-    booster, metadata = load_model(job / "model")
+def test_killed_run_resumes_with_the_remaining_rounds(tmp_path, kill_and_resume):
+    """SIGKILL (a crash) once a checkpoint is complete, then the rerun: only the rounds left."""
+    rounds = 30
+    args = ["--train-data=synthetic:3000", "--eval-data=synthetic:300", "--eta=0.05", *FAST]
+    args += [f"--num-boost-round={rounds}", "--checkpoint-rounds=10"]
+    # 0.1 s rounds (the drills' hook): the kill comes seconds before the run could end.
+    slowed = {"VERTEX_TRAINER_DRILL_STEP_SECONDS": "0.1"}
+    job = kill_and_resume(tmp_path / "job", args, replicas=1, env=slowed)
+    assert not any("Exported" in line for line in job.lines(attempt=1))
+    rerun = "\n".join(job.lines(attempt=2))
+    saved = int(re.search(r"checkpoint-(\d+): \d+ rounds done", rerun).group(1))
+    assert 10 <= saved < rounds and f"Boosting rounds {saved + 1}.." in rerun
+    booster, metadata = load_model(job.output_dir / "model")
     assert booster.num_boosted_rounds() == rounds == metadata["num_boosted_rounds"]
-    steps = [int(m["global_step"]) for m in read_metrics(metric_file)]
+    steps = job.reported_steps()
     assert steps[0] > saved and steps[-1] == rounds  # the rerun reported only its own rounds
 
 
@@ -113,44 +95,38 @@ def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path, monkeypatch):
 
 @pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
 @pytest.mark.parametrize("early_stopping", [0, 5])
-def test_resumed_model_equals_uninterrupted(tmp_path, monkeypatch, early_stopping):
-    """Stop after k rounds, restart with the full count: same trees, same early stop (the runs
-    are calls in this process: the restart reads the first run's checkpoint from disk)."""
+def test_a_run_rerun_with_more_rounds_ends_with_the_uninterrupted_runs_trees(
+    tmp_path, monkeypatch, early_stopping
+):
+    """Stopped after k rounds, rerun with the full count: the same trees, split values and
+    covers (each round's samples drawn again as the uninterrupted run drew them) and the same
+    early stop (the runs are calls in this process: the rerun reads the checkpoint from disk)."""
     run = functools.partial(run_in_process, monkeypatch=monkeypatch)
-    train, evaluate = "synthetic:800", "synthetic:300"
-    common = [
-        f"--train-data={train}",
-        f"--eval-data={evaluate}",
-        "--eta=0.5",
-        f"--early-stopping-rounds={early_stopping}",
-        "--checkpoint-rounds=0",
-        *FAST,
-    ]
-    rounds = 300 if early_stopping else 40
-    whole = tmp_path / "whole"
-    check_ok(run([*common, f"--num-boost-round={rounds}", f"--job-dir={whole}"]))
-    reference, reference_meta = load_model(whole / "model")
+    common = [*SAMPLED, f"--early-stopping-rounds={early_stopping}"]
+    rounds = 300 if early_stopping else 30
+    check_ok(run([*common, f"--num-boost-round={rounds}", f"--job-dir={tmp_path / 'whole'}"]))
+    reference, reference_meta = load_model(tmp_path / "whole" / "model")
+    best = reference_meta["best_iteration"]
     if early_stopping:
-        best = reference_meta["best_iteration"]
         assert best is not None and best + 1 + early_stopping < rounds
-        cut = best + 3  # after the best round, before the stop: the patience count matters
-    else:
-        cut = 15
-    parts = tmp_path / "parts"
-    first = [*common, f"--checkpoint-dir={parts / 'checkpoints'}"]
-    check_ok(run([*first, f"--num-boost-round={cut}", f"--model-dir={parts / 'm1'}"]))
-    result = run([*first, f"--num-boost-round={rounds}", f"--model-dir={parts / 'm2'}"])
+    cut = best + 3 if early_stopping else 12  # after the best round, before the stop
+    job = tmp_path / "parts"
+    check_ok(run([*common, f"--num-boost-round={cut}", f"--job-dir={job}"]))
+    result = run([*common, f"--num-boost-round={rounds}", f"--job-dir={job}"])
     check_ok(result)
     assert f"{cut} rounds done" in result.stderr
-    resumed, resumed_meta = load_model(parts / "m2")
-    assert resumed.num_boosted_rounds() == reference.num_boosted_rounds()
-    assert resumed_meta["best_iteration"] == reference_meta["best_iteration"]
+    resumed, resumed_meta = load_model(job / "model")
+    assert resumed_meta["best_iteration"] == best
+    resumed_trees = resumed.get_dump(with_stats=True)
+    assert len(resumed_trees) == (best + 1 if early_stopping else rounds)
+    assert resumed_trees == reference.get_dump(with_stats=True)
 
-    frame = data.synthetic(evaluate, "eval", label_column="label", kind="binary", seed=42)
-    schema = schemas.load_schema(frame, "label", "binary", "eval")
-    matrix, _ = schemas.encode(frame, schema, "eval")
-    rows = xgb.DMatrix(matrix)
-    np.testing.assert_allclose(resumed.predict(rows), reference.predict(rows), atol=1e-5)
+
+def test_round_seeds_depend_on_seed_and_round_only():
+    seeds = {(s, r): resume.round_seed(s, r) for s in (41, 42) for r in range(50)}
+    assert len(set(seeds.values())) == len(seeds)  # neighbouring seeds share no round seed
+    assert resume.round_seed(42, 7) == seeds[(42, 7)]
+    assert all(0 <= value < 2**31 for value in seeds.values())
 
 
 def test_time_based_checkpoints(tmp_path, monkeypatch):
@@ -181,7 +157,7 @@ class Crash(Exception):
 def _train_in_process(argv: list[str], monkeypatch, crash_at: int | None = None) -> None:
     """``python -m trainer.task`` in this process; with ``crash_at``, die right after the
     checkpoint of that round is complete (before any later callback of the round runs)."""
-    from trainer import resume, task
+    from trainer import task
 
     publish = resume.save_checkpoint
 
@@ -201,10 +177,7 @@ def _train_in_process(argv: list[str], monkeypatch, crash_at: int | None = None)
 
 def test_early_stopping_after_a_crash_stops_where_an_uninterrupted_run_does(tmp_path, monkeypatch):
     """Crash right after the checkpoint of round k, rerun: same stop, best round and model."""
-    for name in list(os.environ):
-        if is_vertex_variable(name):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "metrics"))
+    without_vertex(monkeypatch, CLOUD_ML_HP_METRIC_FILE=str(tmp_path / "metrics"))
     evaluate = "synthetic:300"
     common = [
         "--train-data=synthetic:800",
@@ -224,9 +197,7 @@ def test_early_stopping_after_a_crash_stops_where_an_uninterrupted_run_does(tmp_
     assert best is not None and stop < 400
     assert checkpoints.latest_complete(str(whole / "checkpoints")).step == stop
 
-    frame = data.synthetic(evaluate, "eval", label_column="label", kind="binary", seed=42)
-    schema = schemas.load_schema(frame, "label", "binary", "eval")
-    rows = xgb.DMatrix(schemas.encode(frame, schema, "eval")[0])
+    rows = synthetic_rows(evaluate)
     # Early rounds, the best round itself (its score must survive the crash), just before the
     # stop, and the final checkpoint before the export.
     for crash_at in sorted({1, 5, best, best + 1, best + 2, stop - 1, stop}):
@@ -252,11 +223,9 @@ def test_notice_during_an_evaluation_or_a_checkpoint_write_saves_that_round(
     """Two SIGTERMs while round 10 is evaluated (its metric report) or its checkpoint written:
     that round is saved complete, the run exits 143, and the rerun ends with the trees of an
     uninterrupted run: not a round lost, the second signal changes nothing."""
-    from trainer import model, resume, task
+    from trainer import model, task
 
-    for name in list(os.environ):
-        if is_vertex_variable(name):
-            monkeypatch.delenv(name)
+    without_vertex(monkeypatch)
     common = [
         "--train-data=synthetic:600",
         "--eval-data=synthetic:200",
@@ -292,9 +261,7 @@ def test_notice_during_an_evaluation_or_a_checkpoint_write_saves_that_round(
     assert checkpoints.latest_complete(str(job / "checkpoints")).step == 10
     assert not (job / "model").exists()
     monkeypatch.undo()
-    for name in list(os.environ):
-        if is_vertex_variable(name):
-            monkeypatch.delenv(name)
+    without_vertex(monkeypatch)
     assert task.main([*common, f"--job-dir={job}"]) == 0
     resumed, reference = load_model(job / "model")[0], load_model(whole / "model")[0]
     assert resumed.get_dump(with_stats=True) == reference.get_dump(with_stats=True)
