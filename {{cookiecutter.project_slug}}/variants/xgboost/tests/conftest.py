@@ -23,25 +23,12 @@ TIMEOUT_S = 150
 FAST = ["--nthread=1"]
 # A training run of a few seconds on built-in data, also in the image (tests/test_hpt_contract.py,
 # tests/test_docker_image.py).
-SMOKE_ARGS = [
-    "--train-data=synthetic:500",
-    "--eval-data=synthetic:200",
-    "--num-boost-round=20",
-    "--report-rounds=10",
-    *FAST,
-]
+SMOKE_ARGS = ["--train-data=synthetic:500", "--eval-data=synthetic:200", "--num-boost-round=20"]
+SMOKE_ARGS += ["--report-rounds=10", *FAST]
 
 # Sampled rows and columns (--subsample, --colsample-bytree), checkpoints every 4 rounds.
-SAMPLED = [
-    "--train-data=synthetic:600",
-    "--eval-data=synthetic:200",
-    "--eta=0.3",
-    "--max-depth=4",
-    "--checkpoint-rounds=4",
-    "--subsample=0.6",
-    "--colsample-bytree=0.7",
-    *FAST,
-]
+SAMPLED = ["--train-data=synthetic:600", "--eval-data=synthetic:200", "--eta=0.3", "--max-depth=4"]
+SAMPLED += ["--checkpoint-rounds=4", "--subsample=0.6", "--colsample-bytree=0.7", *FAST]
 
 # The trainers started here import the packages the image has: scikit-learn (the tests' own
 # dependency, which XGBoost imports whenever it is installed) cannot be imported from them.

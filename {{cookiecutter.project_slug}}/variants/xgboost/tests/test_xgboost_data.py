@@ -175,15 +175,9 @@ def test_the_hostile_data_set_is_large():
 def test_eval_data_errors_name_the_eval_source(tmp_path):
     (tmp_path / "train.csv").write_bytes(GOOD)
     (tmp_path / "eval.csv").write_bytes(csv(frame().assign(y=7)))
-    result = run_trainer(
-        [
-            f"--train-data={tmp_path / 'train.csv'}",
-            f"--eval-data={tmp_path / 'eval.csv'}",
-            "--label-column=y",
-            f"--model-dir={tmp_path / 'model'}",
-            *FAST,
-        ]
-    )
+    args = [f"--train-data={tmp_path / 'train.csv'}", f"--eval-data={tmp_path / 'eval.csv'}"]
+    args += ["--label-column=y", f"--model-dir={tmp_path / 'model'}", *FAST]
+    result = run_trainer(args)
     assert result.returncode == 2
     assert "eval.csv: label 7 in column 'y' is not one of the training classes" in result.stderr
     assert not (tmp_path / "model").exists()

@@ -24,15 +24,9 @@ pytestmark = pytest.mark.distributed
 
 def test_two_replicas_train_one_model_on_both_shards(diabetes_shards, tmp_path):
     rounds = 15
-    args = [
-        f"--train-data={diabetes_shards['folder']}",
-        "--eval-fraction=0.2",
-        "--label-column=target",
-        "--objective=regression",
-        f"--num-boost-round={rounds}",
-        "--checkpoint-rounds=5",
-        *FAST,
-    ]
+    args = [f"--train-data={diabetes_shards['folder']}", "--eval-fraction=0.2"]
+    args += ["--label-column=target", "--objective=regression", f"--num-boost-round={rounds}"]
+    args += ["--checkpoint-rounds=5", *FAST]
     logs = run_two_replicas(tmp_path, args)
     # Two even ranges of all rows, the held-out ones (20%, chosen from all) left aside ...
     total = diabetes_shards["rows"]
@@ -77,14 +71,8 @@ def test_two_replicas_report_the_auc_of_all_eval_rows(breast_cancer, tmp_path, e
     for index, shard in enumerate(shards):
         shard.to_csv(parts / f"part-{index}.csv", index=False)
     patience = 5
-    args = [
-        "--label-column=target",
-        "--num-boost-round=300",
-        "--eta=0.3",
-        f"--early-stopping-rounds={patience}",
-        "--report-rounds=1",
-        *FAST,
-    ]
+    args = ["--label-column=target", "--num-boost-round=300", "--eta=0.3"]
+    args += [f"--early-stopping-rounds={patience}", "--report-rounds=1", *FAST]
     if eval_rows == "held out":
         args += [f"--train-data={parts}", "--eval-fraction=0.3"]
         # The rows held out: the same on any replica count, so those of one replica's read.

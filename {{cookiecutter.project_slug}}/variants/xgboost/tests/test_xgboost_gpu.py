@@ -49,19 +49,10 @@ def _train(breast_cancer, tmp_path, name: str, device_flags: list[str]) -> dict:
     """One run on the bundled breast cancer split; its log, exported model and metrics."""
     job = tmp_path / name
     env = trainer_env(CLOUD_ML_HP_METRIC_FILE=str(job / "metrics"))
-    result = run_trainer(
-        [
-            f"--train-data={breast_cancer['train']}",
-            f"--eval-data={breast_cancer['test']}",
-            "--label-column=target",
-            "--num-boost-round=50",
-            "--report-rounds=10",
-            f"--job-dir={job}",
-            *device_flags,
-            *FAST,
-        ],
-        env,
-    )
+    args = [f"--train-data={breast_cancer['train']}", f"--eval-data={breast_cancer['test']}"]
+    args += ["--label-column=target", "--num-boost-round=50", "--report-rounds=10"]
+    args += [f"--job-dir={job}", *device_flags, *FAST]
+    result = run_trainer(args, env)
     check_ok(result)
     booster, metadata = load_model(job / "model")
     test = breast_cancer["test_frame"]

@@ -15,14 +15,8 @@ from vertex_trainer_tools.testing import run_local_job
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 ROUNDS = 120
-ARGS = [
-    "--train-data=synthetic:4000",
-    "--eval-data=synthetic:1000",
-    f"--num-boost-round={ROUNDS}",
-    "--checkpoint-rounds=10",
-    "--report-rounds=10",
-    *FAST,
-]
+ARGS = ["--train-data=synthetic:4000", "--eval-data=synthetic:1000", f"--num-boost-round={ROUNDS}"]
+ARGS += ["--checkpoint-rounds=10", "--report-rounds=10", *FAST]
 
 
 def final_rounds(output_dir) -> tuple[int, int]:

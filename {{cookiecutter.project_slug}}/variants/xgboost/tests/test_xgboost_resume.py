@@ -58,13 +58,8 @@ def test_killed_run_resumes_with_the_remaining_rounds(tmp_path, kill_and_resume)
 @pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
 def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path, monkeypatch):
     root = tmp_path / "checkpoints"
-    common = [
-        "--train-data=synthetic:500",
-        "--eval-data=synthetic:200",
-        f"--checkpoint-dir={root}",
-        "--checkpoint-rounds=5",
-        *FAST,
-    ]
+    common = ["--train-data=synthetic:500", "--eval-data=synthetic:200", f"--checkpoint-dir={root}"]
+    common += ["--checkpoint-rounds=5", *FAST]
     # The runs are calls in this process (a new process is the kill test's point, not this).
     run = functools.partial(run_in_process, monkeypatch=monkeypatch)
     check_ok(run([*common, "--num-boost-round=10", f"--model-dir={tmp_path / 'm1'}"]))
@@ -133,18 +128,9 @@ def test_time_based_checkpoints(tmp_path, monkeypatch):
     # No round-based checkpoints and a tiny --checkpoint-minutes: the timer saves every round or
     # so; pruning keeps the newest two, the older of which only the timer can have written.
     root = tmp_path / "checkpoints"
-    result = run_in_process(
-        [
-            "--train-data=synthetic:300",
-            "--eval-data=synthetic:100",
-            f"--job-dir={tmp_path}",
-            "--num-boost-round=30",
-            "--checkpoint-rounds=0",
-            "--checkpoint-minutes=0.00001",
-            *FAST,
-        ],
-        monkeypatch,
-    )
+    args = ["--train-data=synthetic:300", "--eval-data=synthetic:100", f"--job-dir={tmp_path}"]
+    args += ["--num-boost-round=30", "--checkpoint-rounds=0", "--checkpoint-minutes=0.00001", *FAST]
+    result = run_in_process(args, monkeypatch)
     check_ok(result)
     older, newest = _complete(root)
     assert 20 < older < newest == 30
@@ -179,16 +165,8 @@ def test_early_stopping_after_a_crash_stops_where_an_uninterrupted_run_does(tmp_
     """Crash right after the checkpoint of round k, rerun: same stop, best round and model."""
     without_vertex(monkeypatch, CLOUD_ML_HP_METRIC_FILE=str(tmp_path / "metrics"))
     evaluate = "synthetic:300"
-    common = [
-        "--train-data=synthetic:800",
-        f"--eval-data={evaluate}",
-        "--eta=0.3",
-        "--max-depth=4",
-        "--early-stopping-rounds=6",
-        "--num-boost-round=400",
-        "--report-rounds=0",
-        *FAST,
-    ]
+    common = ["--train-data=synthetic:800", f"--eval-data={evaluate}", "--eta=0.3", "--max-depth=4"]
+    common += ["--early-stopping-rounds=6", "--num-boost-round=400", "--report-rounds=0", *FAST]
     whole = tmp_path / "whole"
     _train_in_process([*common, "--checkpoint-rounds=0", f"--job-dir={whole}"], monkeypatch)
     reference, reference_meta = load_model(whole / "model")
@@ -226,15 +204,8 @@ def test_notice_during_an_evaluation_or_a_checkpoint_write_saves_that_round(
     from trainer import model, task
 
     without_vertex(monkeypatch)
-    common = [
-        "--train-data=synthetic:600",
-        "--eval-data=synthetic:200",
-        "--num-boost-round=20",
-        "--report-rounds=5",
-        "--checkpoint-rounds=5",
-        "--subsample=0.7",
-        *FAST,
-    ]
+    common = ["--train-data=synthetic:600", "--eval-data=synthetic:200", "--num-boost-round=20"]
+    common += ["--report-rounds=5", "--checkpoint-rounds=5", "--subsample=0.7", *FAST]
     whole = tmp_path / "whole"
     assert task.main([*common, f"--job-dir={whole}"]) == 0
 
