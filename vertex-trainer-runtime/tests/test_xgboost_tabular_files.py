@@ -4,12 +4,12 @@ replica's share of the rows with the held-out ones (``row_plan``), the same for 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-pd = pytest.importorskip("pandas")
-pytest.importorskip("pyarrow")
-pytest.importorskip("xgboost")
+pytest.importorskip("xgboost")  # with numpy, pandas and pyarrow: an XGBoost project's packages
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from vertex_trainer_runtime.cli import InputError  # noqa: E402
 from vertex_trainer_runtime.xgboost import row_plan, tabular_files  # noqa: E402
