@@ -268,13 +268,7 @@ def test_bigquery_reads_with_the_explicit_project(monkeypatch):
         data.read("bq://ds.table", "train", label_column="y", kind="binary", project=None)
     read = data.read("bq://ds.table", "train", label_column="y", kind="binary", project="123")
     assert calls == {"project": "123", "table": "123.ds.table"} and len(read) == 5
-    data.read(
-        "bq://other.ds.t",
-        "train",
-        label_column="y",
-        kind="binary",
-        project="123",
-        shard=data.Shard(1, 4),
-    )
+    options = {"label_column": "y", "kind": "binary", "project": "123"}
+    data.read("bq://other.ds.t", "train", shard=data.Shard(1, 4), **options)
     assert calls["project"] == "123"  # billed to the job's project, reading another's table
     assert "FROM `other.ds.t`" in calls["sql"] and ", 4) = 1" in calls["sql"]
