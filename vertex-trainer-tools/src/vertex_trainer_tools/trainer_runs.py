@@ -61,6 +61,7 @@ def start_two_replicas(
     """A chief and a worker on loopback with Vertex-shaped ``CLUSTER_SPEC``s (``env`` plus those),
     logging to ``folder/<chief|worker>.log``; each writes its model, checkpoints and hypertune
     metrics under ``folder/<chief|worker>/``."""
+    folder.mkdir(parents=True, exist_ok=True)
     chief, worker = free_ports(2)
     pools = {"workerpool0": [f"127.0.0.1:{chief}"], "workerpool1": [f"127.0.0.1:{worker}"]}
     processes = {}
