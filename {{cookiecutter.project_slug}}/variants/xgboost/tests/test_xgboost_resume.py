@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 import signal
 import time
@@ -20,12 +19,16 @@ import pytest
 from conftest import (
     FAST,
     SAMPLED,
+    TIMEOUT_S,
     check_ok,
     load_model,
+    run_trainer,
     synthetic_rows,
+    trainer_env,
 )
 from vertex_trainer_runtime import checkpoints, preemption
-from vertex_trainer_tools.trainer_runs import run_in_process
+from vertex_trainer_tools.testing import kill, read_metrics
+from vertex_trainer_tools.trainer_runs import run_in_process, start_trainer
 from vertex_trainer_tools.trainer_runs import without_vertex_variables as without_vertex
 
 from trainer import resume
@@ -37,21 +40,33 @@ def _complete(root) -> list[int]:
     ]
 
 
-def test_killed_run_resumes_with_the_remaining_rounds(tmp_path, kill_and_resume):
-    """SIGKILL (a crash) once a checkpoint is complete, then the rerun: only the rounds left."""
-    rounds = 30
-    args = ["--train-data=synthetic:3000", "--eval-data=synthetic:300", "--eta=0.05", *FAST]
-    args += [f"--num-boost-round={rounds}", "--checkpoint-rounds=10"]
-    # 0.1 s rounds (the drills' hook): the kill comes seconds before the run could end.
-    slowed = {"VERTEX_TRAINER_DRILL_STEP_SECONDS": "0.1"}
-    job = kill_and_resume(tmp_path / "job", args, replicas=1, env=slowed)
-    assert not any("Exported" in line for line in job.lines(attempt=1))
-    rerun = "\n".join(job.lines(attempt=2))
-    saved = int(re.search(r"checkpoint-(\d+): \d+ rounds done", rerun).group(1))
-    assert 10 <= saved < rounds and f"Boosting rounds {saved + 1}.." in rerun
-    booster, metadata = load_model(job.output_dir / "model")
+def test_killed_run_resumes_with_the_remaining_rounds(tmp_path):
+    rounds, job, metric_file = 60, tmp_path / "job", tmp_path / "metrics"
+    env = trainer_env(CLOUD_ML_HP_METRIC_FILE=str(metric_file))
+    args = ["--train-data=synthetic:3000", "--eval-data=synthetic:300", f"--job-dir={job}"]
+    args += [f"--num-boost-round={rounds}", "--checkpoint-rounds=10", "--eta=0.05", *FAST]
+    # The first run at 0.1 s rounds (the drills' hook): killed seconds before it could end.
+    slowed = {**env, "VERTEX_TRAINER_DRILL_STEP_SECONDS": "0.1"}
+    process = start_trainer(args, slowed, tmp_path / "first.log")
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not _complete(job / "checkpoints"):
+            assert process.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no checkpoint in time"
+            time.sleep(0.01)
+        assert process.poll() is None, "the run ended before it could be killed"
+    finally:
+        kill(process)
+    saved = max(_complete(job / "checkpoints"))
+    assert 10 <= saved < rounds
+    assert not (job / "model" / "model.bst").exists()
+
+    result = run_trainer(args, env)
+    check_ok(result)
+    assert "rounds done" in result.stderr and f"Boosting rounds {saved + 1}.." in result.stderr
+    booster, metadata = load_model(job / "model")
     assert booster.num_boosted_rounds() == rounds == metadata["num_boosted_rounds"]
-    steps = job.reported_steps()
+    steps = [int(m["global_step"]) for m in read_metrics(metric_file)]
     assert steps[0] > saved and steps[-1] == rounds  # the rerun reported only its own rounds
 
 
