@@ -15,6 +15,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -78,6 +79,20 @@ def kill(process: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     process.wait()
+
+
+def nvidia_gpu_count() -> int:
+    """NVIDIA GPUs on this machine, per ``nvidia-smi -L`` or else the driver's /proc entries
+    (for the GPU tests' skip reasons)."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
+            return sum(line.startswith("GPU ") for line in listed.stdout.splitlines())
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    folder = "/proc/driver/nvidia/gpus"
+    return len(os.listdir(folder)) if os.path.isdir(folder) else 0
 
 
 def cluster_spec(

@@ -1,14 +1,10 @@
-"""Helpers for the XGBoost smoke tests: tiny bundled datasets as files, trainer subprocesses."""
+"""Helpers for the XGBoost tests: tiny bundled data sets as files, trainer runs, the model."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import logging
 import os
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -17,7 +13,8 @@ import pytest
 import xgboost as xgb
 from sklearn import datasets, metrics
 from sklearn.model_selection import train_test_split
-from vertex_trainer_tools.testing import is_vertex_variable, kill, read_metrics, without_vertex
+from vertex_trainer_tools import trainer_runs
+from vertex_trainer_tools.testing import read_metrics, without_vertex
 
 PROJECT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 150
@@ -26,14 +23,12 @@ TIMEOUT_S = 150
 FAST = ["--nthread=1"]
 # A training run of a few seconds on built-in data, also in the image (tests/test_hpt_contract.py,
 # tests/test_docker_image.py).
-SMOKE_ARGS = [
-    "--train-data=synthetic:500",
-    "--eval-data=synthetic:200",
-    "--num-boost-round=20",
-    "--report-rounds=10",
-    *FAST,
-]
+SMOKE_ARGS = ["--train-data=synthetic:500", "--eval-data=synthetic:200", "--num-boost-round=20"]
+SMOKE_ARGS += ["--report-rounds=10", *FAST]
 
+# Sampled rows and columns (--subsample, --colsample-bytree), checkpoints every 4 rounds.
+SAMPLED = ["--train-data=synthetic:600", "--eval-data=synthetic:200", "--eta=0.3", "--max-depth=4"]
+SAMPLED += ["--checkpoint-rounds=4", "--subsample=0.6", "--colsample-bytree=0.7", *FAST]
 
 # The trainers started here import the packages the image has: scikit-learn (the tests' own
 # dependency, which XGBoost imports whenever it is installed) cannot be imported from them.
@@ -60,59 +55,30 @@ def local_job(local_job):
     return run
 
 
-def start_trainer(args: list[str], env: dict[str, str] | None = None, log: Path | None = None):
-    """``python -m trainer.task`` in its own process group (so a kill takes all of it)."""
-    output = open(log, "w") if log else subprocess.PIPE  # the caller closes it
-    return subprocess.Popen(
-        [sys.executable, "-m", "trainer.task", *args],
-        cwd=PROJECT,
-        env=env or trainer_env(),
-        stdout=output,
-        stderr=subprocess.STDOUT if log else subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+def run_trainer(args: list[str], env: dict[str, str] | None = None):
+    """The trainer as a process to its end (failing past ``TIMEOUT_S``), ``trainer_env()``'s."""
+    return trainer_runs.run_trainer(args, env or trainer_env(), TIMEOUT_S, PROJECT)
 
 
-def run_trainer(args: list[str], env: dict[str, str] | None = None, timeout: int = TIMEOUT_S):
-    """Run the trainer to the end; SIGKILL it (and fail) if it outlives ``timeout``."""
-    process = start_trainer(args, env)
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill(process)
-        pytest.fail(f"trainer ran past {timeout} s: {args}")
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+def run_two_replicas(folder: Path, args: list[str], **env: str) -> dict[str, str]:
+    """A chief and a worker (``trainer_runs.start_two_replicas``); their logs once both exit 0."""
+    processes = trainer_runs.start_two_replicas(folder, args, trainer_env(**env), PROJECT)
+    trainer_runs.wait_all(processes, TIMEOUT_S)
+    logs = {name: (folder / f"{name}.log").read_text() for name in processes}
+    for name, process in processes.items():
+        assert process.returncode == 0, f"{name}:\n{logs[name][-3000:]}"
+    assert "rank 0 of 2" in logs["chief"] and "rank 1 of 2" in logs["worker"]
+    return logs
 
 
-def run_in_process(
-    args: list[str], monkeypatch, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """``run_trainer`` as a call of ``trainer.task.main`` in this process, without the caller's
-    Vertex variables, plus ``env``: no start-up to pay, for tests about what a run computes or
-    refuses, not about its process. ``stderr`` holds what the process would print there: its
-    log lines (INFO and up) and its ERROR line; an exception fails the calling test."""
-    from trainer import task
+def synthetic_rows(spec: str) -> xgb.DMatrix:
+    """The eval rows of ``spec`` (``synthetic:<rows>``) as the trainer encodes them."""
+    from trainer import data
+    from trainer import schema as schemas
 
-    for name in list(os.environ):
-        if is_vertex_variable(name):
-            monkeypatch.delenv(name)
-    for name, value in (env or {}).items():
-        monkeypatch.setenv(name, value)
-    stderr = io.StringIO()
-    handler = logging.StreamHandler(stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    try:
-        with contextlib.redirect_stderr(stderr):
-            code = task.main(args)
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-    return subprocess.CompletedProcess(["trainer.task", *args], code, "", stderr.getvalue())
+    frame = data.synthetic(spec, "eval", label_column="label", kind="binary", seed=42)
+    schema = schemas.load_schema(frame, "label", "binary", "eval")
+    return xgb.DMatrix(schemas.encode(frame, schema, "eval")[0])
 
 
 def check_ok(result: subprocess.CompletedProcess) -> None:
@@ -166,7 +132,7 @@ def check_reported_auc_is_the_exported_models(
     assert aucs[best] == pytest.approx(max(aucs), abs=1e-6)
     assert max(aucs[:best], default=0.0) < aucs[best] - 1e-6
     assert trained == best + 1 + patience
-    assert booster.num_boosted_rounds() == best + 1
+    assert booster.num_boosted_rounds() == best + 1 == metadata["num_boosted_rounds"]
     assert last["global_step"] == str(trained)  # the last line is also at the highest step
 
 

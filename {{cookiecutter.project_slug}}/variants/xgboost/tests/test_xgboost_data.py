@@ -1,192 +1,217 @@
-"""Data: bad input fails early with one line; sharding, encoding and BigQuery's project rule."""
+"""Data: the hostile data set (bad training and eval files, each refused with one line before
+any work), encoding, held-out rows and BigQuery's project rule. The files themselves are listed,
+counted and shared out by the runtime (``vertex-trainer-runtime/tests/test_xgboost_*.py``)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import types
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from conftest import FAST, run_in_process, run_trainer
+from conftest import FAST, run_trainer
 from vertex_trainer_runtime import cli
+from vertex_trainer_tools.trainer_runs import run_in_process
 
 from trainer import data
 from trainer import schema as schemas
 
+ROWS = 40
 
-def _frame(rows: int = 40) -> pd.DataFrame:
+
+def frame(rows: int = ROWS) -> pd.DataFrame:
     rng = np.random.default_rng(0)
     return pd.DataFrame(
         {
-            "a": rng.normal(size=rows),
+            "a": rng.normal(size=rows).round(3),
             "city": rng.choice(["paris", "oslo", "rome"], size=rows),
-            "y": rng.integers(0, 2, size=rows),
+            "y": np.arange(rows) % 2,
         }
     )
 
 
-def _bad_inputs(tmp_path) -> dict:
-    good = _frame()
-    good.to_csv(tmp_path / "good.csv", index=False)
-    good.drop(columns="y").to_csv(tmp_path / "no_label.csv", index=False)
-    (tmp_path / "empty.csv").write_text("")
-    header_only = tmp_path / "header_only.csv"
-    header_only.write_text("a,city,y\n")
-    free_text = good.assign(note=[f"customer said thing number {i}" for i in range(len(good))])
-    free_text.to_csv(tmp_path / "free_text.csv", index=False)
-    good.assign(a=[np.inf, *good.a[1:]]).to_csv(tmp_path / "inf.csv", index=False)
-    (tmp_path / "twice.csv").write_text("a,a,y\n1,2,0\n3,4,1\n")
-    return {
-        "inf feature": (tmp_path / "inf.csv", "feature column 'a' has the infinite value inf"),
-        "repeated": (tmp_path / "twice.csv", "column 'a' appears twice in the header"),
-        "missing label": (tmp_path / "no_label.csv", "label column 'y' not found"),
-        "empty file": (tmp_path / "empty.csv", "empty.csv: the file is empty"),
-        "no rows": (header_only, "header_only.csv: no rows"),
-        "free text": (
-            tmp_path / "free_text.csv",
-            f"{tmp_path / 'free_text.csv'}: feature column 'note' holds text "
-            "(e.g. 'customer said thing number 0'), not numbers: 40 distinct values",
-        ),
-    }
+def csv(table: pd.DataFrame) -> bytes:
+    return table.to_csv(index=False).encode()
 
 
-@pytest.mark.parametrize(
-    "case", ["missing label", "empty file", "no rows", "free text", "inf feature", "repeated"]
-)
-def test_bad_data_fails_with_one_line_and_writes_nothing(tmp_path, case, monkeypatch):
-    """The trainer's main in this process (no start-up per case; a trainer process takes the
-    same path in test_eval_data_errors_name_the_eval_source)."""
-    path, expected = _bad_inputs(tmp_path)[case]
-    model_dir = tmp_path / "model"
-    result = run_in_process(
-        [
-            f"--train-data={path}",
-            f"--eval-data={tmp_path / 'good.csv'}",
-            "--label-column=y",
-            f"--model-dir={model_dir}",
-            f"--checkpoint-dir={tmp_path / 'checkpoints'}",
-            *FAST,
-        ],
-        monkeypatch,
-    )
+def with_value(column: str, row: int, value) -> bytes:
+    table = frame().astype({column: object})
+    table.loc[row, column] = value
+    return csv(table)
+
+
+def parquet(names: list[str], columns: list[list]) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(columns, names=names), sink)
+    return sink.getvalue().to_pybytes()
+
+
+GOOD = csv(frame())
+LATIN1 = frame().astype({"city": object})
+LATIN1.loc[5, "city"] = "zürich"
+ONE_CLASS = "--label-column=y: the label column has one class (0) in all training rows"
+FREE_TEXT = frame().assign(note=[f"customer said thing {i}" for i in range(ROWS)])
+
+
+def bad_train(name: str, content: bytes, why: str, kind: str = "binary", eval_file=GOOD):
+    """A bad training file, the eval file, and how its one ERROR line starts after the path."""
+    return pytest.param(content, eval_file, kind, "{train}: " + why, id=name)
+
+
+def bad_eval(name: str, content: bytes, why: str, kind: str = "binary"):
+    return pytest.param(GOOD, content, kind, "{eval}: " + why, id=name)
+
+
+# The hostile data set: the trainer's main in this process (no start-up per case; a trainer
+# process takes the same path in test_eval_data_errors_name_the_eval_source). {train}/{eval}:
+# the files' paths.
+BAD = [
+    bad_train("empty", b"", "the file is empty"),
+    bad_train("header only", b"a,city,y\n", "no rows"),
+    bad_train("repeated column", b"a,a,y\n1,2,0\n3,4,1\n", "column 'a' appears twice"),
+    bad_train(
+        "repeated parquet column", parquet(["a", "a", "y"], [[1.0, 2.0], [3.0, 4.0], [0, 1]]), ""
+    ),
+    bad_train(
+        "no label column",
+        csv(frame().drop(columns="y")),
+        "label column 'y' not found (columns: a, city); set --label-column",
+    ),
+    bad_train("empty label", with_value("y", 7, None), "label column 'y' has 1 empty values"),
+    bad_train(
+        "infinite feature",
+        with_value("a", 0, np.inf),
+        "feature column 'a' has the infinite value inf",
+    ),
+    bad_train(
+        "free text",
+        csv(FREE_TEXT),
+        "feature column 'note' holds text (e.g. 'customer said thing 0'), "
+        "not numbers: 40 distinct values",
+    ),
+    bad_train("latin-1", LATIN1.to_csv(index=False).encode("latin-1"), "cannot read it as CSV: "),
+    bad_train("binary", b"PK\x03\x04\x00\x00\xff\xfe\x00binary", "cannot read"),
+    bad_train(
+        "ragged row", GOOD + b"1.0,oslo,1,surplus\n", "cannot read it as CSV: Error tokenizing data"
+    ),
+    bad_train("not parquet", b"this is not parquet", "cannot read it as Parquet: "),
+    bad_train(
+        "too many classes",
+        csv(frame(600).assign(y=range(600))),
+        "label column 'y' has more than 256 distinct values",
+        "multiclass",
+    ),
+    bad_train(
+        "text regression label",
+        with_value("y", 4, "high"),
+        "regression needs a numeric label column; 'y' has 'high'",
+        "regression",
+    ),
+    pytest.param(csv(frame().assign(y=0)), GOOD, "binary", ONE_CLASS, id="one label class"),
+    bad_eval(
+        "infinite regression label",
+        with_value("y", 2, np.inf),
+        "label column 'y' has the infinite value inf",
+        "regression",
+    ),
+    bad_eval(
+        "unknown eval label",
+        with_value("y", 3, 7),
+        "label 7 in column 'y' is not one of the training classes (0, 1)",
+    ),
+    bad_eval("empty eval label", with_value("y", 3, None), "label column 'y' has 1 empty values"),
+    bad_eval(
+        "eval lacks a feature", csv(frame().drop(columns="city")), "feature column(s) missing: city"
+    ),
+    bad_eval(
+        "text in a numeric eval column",
+        with_value("a", 6, "n/a?"),
+        "feature column 'a' is numeric in the training data but has 'n/a?' here",
+    ),
+    bad_eval(
+        "infinite eval feature",
+        with_value("a", 1, -np.inf),
+        "feature column 'a' has the infinite value -inf",
+    ),
+    bad_eval("empty eval", b"", "the file is empty"),
+    bad_eval(
+        "one eval label class",
+        csv(frame().assign(y=0)),
+        "the label column has one class (0) in all eval rows",
+    ),
+]
+
+
+@pytest.mark.parametrize("train, evaluation, kind, line", BAD)
+def test_bad_data_is_refused_with_one_line_and_writes_nothing(
+    tmp_path, monkeypatch, request, train, evaluation, kind, line
+):
+    paths, suffix = {}, ".parquet" if "parquet" in request.node.callspec.id else ".csv"
+    for role, content in (("train", train), ("eval", evaluation)):
+        paths[role] = tmp_path / f"{role}{suffix}"
+        paths[role].write_bytes(content)
+    model_dir, metrics = tmp_path / "model", tmp_path / "metrics"
+    argv = [f"--train-data={paths['train']}", f"--eval-data={paths['eval']}", "--label-column=y"]
+    argv += [f"--objective={kind}", f"--model-dir={model_dir}", *FAST]
+    argv += [f"--checkpoint-dir={tmp_path / 'checkpoints'}"]
+    result = run_in_process(argv, monkeypatch, env={"CLOUD_ML_HP_METRIC_FILE": str(metrics)})
     assert result.returncode == 2, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and expected in errors[0], result.stderr
-    assert "Traceback" not in result.stderr  # in this process: any other exception fails here
-    assert not model_dir.exists()
+    expected = "ERROR: " + line.format(train=paths["train"], eval=paths["eval"])
+    assert len(errors) == 1 and errors[0].startswith(expected), result.stderr
+    assert result.stderr.rstrip().endswith(errors[0]), "a message of one line"
+    assert "Traceback" not in result.stderr and "Boosting" not in result.stderr
+    assert not model_dir.exists() and not metrics.exists()
+
+
+def test_the_hostile_data_set_is_large():
+    assert len(BAD) >= 20
 
 
 def test_eval_data_errors_name_the_eval_source(tmp_path):
-    _frame().to_csv(tmp_path / "train.csv", index=False)
-    _frame().assign(y=7).to_csv(tmp_path / "eval.csv", index=False)
-    result = run_trainer(
-        [
-            f"--train-data={tmp_path / 'train.csv'}",
-            f"--eval-data={tmp_path / 'eval.csv'}",
-            "--label-column=y",
-            f"--model-dir={tmp_path / 'model'}",
-            *FAST,
-        ]
-    )
+    (tmp_path / "train.csv").write_bytes(GOOD)
+    (tmp_path / "eval.csv").write_bytes(csv(frame().assign(y=7)))
+    args = [f"--train-data={tmp_path / 'train.csv'}", f"--eval-data={tmp_path / 'eval.csv'}"]
+    args += ["--label-column=y", f"--model-dir={tmp_path / 'model'}", *FAST]
+    result = run_trainer(args)
     assert result.returncode == 2
     assert "eval.csv: label 7 in column 'y' is not one of the training classes" in result.stderr
     assert not (tmp_path / "model").exists()
 
 
-def test_missing_path_and_bad_objective_are_input_errors(tmp_path):
-    with pytest.raises(cli.InputError, match="no such file or folder"):
-        data.list_files(str(tmp_path / "nowhere.csv"))
-    with pytest.raises(cli.InputError, match="no CSV or Parquet files"):
-        data.list_files(str(tmp_path))
-    with pytest.raises(cli.InputError, match="gcsfuse"):
-        data.list_files("gs://surely-not-mounted-bucket-4711/data.csv")
+def prepare(train: str, evaluation: str, kind: str):
+    """What ``train.run`` does with the data before the first boosting round."""
+    train_frame = data.read(train, "train", label_column="y", kind=kind)
+    eval_frame = data.read(evaluation, "eval", label_column="y", kind=kind)
+    schema = schemas.load_schema(train_frame, "y", kind, train)
+    schemas.encode(train_frame, schema, train)
+    return schemas.encode(eval_frame, schema, evaluation)
 
 
-def _uneven_files(folder, sizes=(500, 300, 201), parquet: int | None = 1) -> pd.DataFrame:
-    """Files of ``sizes`` rows (file ``parquet`` as Parquet, in row groups of 64), each row
-    numbered by ``row``; returns all rows in file order."""
-    folder.mkdir()
-    frames, first = [], 0
-    for index, size in enumerate(sizes):
-        frame = _frame(size).assign(row=range(first, first + size))
-        first += size
-        if index == parquet:
-            frame.to_parquet(folder / f"part-{index}.parquet", row_group_size=64)
-        else:
-            frame.to_csv(folder / f"part-{index}.csv", index=False)
-        frames.append(frame)
-    pd.DataFrame({"x": [1]}).to_csv(folder / "_SUCCESS.txt", index=False)  # not data
-    return pd.concat(frames, ignore_index=True)
-
-
-def _shards(spec: str, world: int, hold_out: float = 0.0) -> list[tuple[pd.DataFrame, np.ndarray]]:
-    kwargs = {"label_column": "y", "kind": "binary", "hold_out": hold_out}
-    return [
-        data.read_rows(spec, "train", shard=data.Shard(r, world), **kwargs) for r in range(world)
+def test_eval_categories_never_seen_in_training_are_named_in_one_warning(tmp_path, caplog):
+    (tmp_path / "train.csv").write_bytes(GOOD)
+    unseen = frame().astype({"city": object})
+    unseen.loc[[1, 2, 3], "city"] = ["lima", "kyiv", "lima"]
+    unseen.loc[4, "city"] = None  # a missing value is not an unseen category
+    (tmp_path / "eval.csv").write_bytes(csv(unseen))
+    caplog.set_level(logging.WARNING, logger="trainer.schema")
+    matrix, _ = prepare(str(tmp_path / "train.csv"), str(tmp_path / "eval.csv"), "binary")
+    assert np.isnan(matrix[[1, 2, 3, 4], 1]).all()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "trainer.schema"]
+    assert warnings == [
+        f"{tmp_path / 'eval.csv'}: column 'city' has 2 value(s) never seen in training"
+        " ('kyiv', 'lima') in 3 row(s); the model treats them as missing"
     ]
 
 
-@pytest.mark.parametrize("world", [1, 2, 3])
-def test_uneven_files_are_shared_out_evenly(tmp_path, world):
-    """Files of 500, 300 and 201 rows (one Parquet): every replica gets a third or a half of
-    the 1001 rows (within one row), every row once, in file order; one file alike."""
-    rows = _uneven_files(tmp_path / "parts")
-    shards = [frame for frame, _ in _shards(str(tmp_path / "parts"), world)]
-    sizes = [len(frame) for frame in shards]
-    print(f"rows per replica of {len(rows)} on {world}: {sizes}")
-    assert max(sizes) - min(sizes) <= 1
-    assert pd.concat(shards)["row"].tolist() == rows["row"].tolist()
-    one = [len(frame) for frame, _ in _shards(str(tmp_path / "parts" / "part-0.csv"), world)]
-    assert sum(one) == 500 and max(one) - min(one) <= 1
-    glob_rows = data.read(
-        str(tmp_path / "parts" / "part-[02].csv"), "train", label_column="y", kind="binary"
-    )
-    assert len(glob_rows) == 701
-
-
-def test_held_out_rows_are_the_same_for_any_replica_count(tmp_path):
-    """The eval rows held out of --train-data are one set, in one order, on 1, 2 or 3 replicas,
-    and the replicas' training rows stay even."""
-    rows = _uneven_files(tmp_path / "parts")
-    spec = str(tmp_path / "parts")
-    held_out = {}
-    for world in (1, 2, 3):
-        shards = _shards(spec, world, hold_out=0.1)
-        training = [len(frame[~mask]) for frame, mask in shards]
-        assert max(training) - min(training) <= 1, training
-        eval_rows = pd.concat([frame[mask] for frame, mask in shards])["row"].tolist()
-        train_rows = pd.concat([frame[~mask] for frame, mask in shards])["row"].tolist()
-        assert sorted(eval_rows + train_rows) == rows["row"].tolist()
-        held_out[world] = eval_rows
-    assert held_out[1] == held_out[2] == held_out[3]
-    assert 0.07 < len(held_out[1]) / len(rows) < 0.13  # about --eval-fraction of the rows
-    other_seed = data.read_rows(
-        spec, "train", label_column="y", kind="binary", hold_out=0.1, seed=7
-    )
-    assert other_seed[0][other_seed[1]]["row"].tolist() != held_out[1]
-    # Synthetic rows alike.
-    synthetic = {w: _shards("synthetic:900", w, hold_out=0.2) for w in (1, 3)}
-    eval_rows = {
-        w: pd.concat([f[m] for f, m in s], ignore_index=True) for w, s in synthetic.items()
-    }
-    pd.testing.assert_frame_equal(eval_rows[1], eval_rows[3])
-
-
-def test_a_tiny_hold_out_still_holds_out_one_row(tmp_path):
-    for fraction in (1e-9, 1 - 1e-9):
-        frame, mask = data.read_rows(
-            "synthetic:3", "train", label_column="y", kind="binary", hold_out=fraction
-        )
-        assert 1 <= mask.sum() <= 2
-    with pytest.raises(cli.InputError, match="too few training rows"):
-        data.read_rows("synthetic:1", "train", label_column="y", kind="binary", hold_out=0.1)
-
-
 def test_parquet_text_columns_and_label_strings_are_encoded(tmp_path):
-    frame = _frame().assign(y=lambda f: np.where(f["y"] == 1, "yes", "no"))
-    frame.loc[3, "city"] = None
-    frame.to_parquet(tmp_path / "train.parquet")
+    table = frame().assign(y=lambda f: np.where(f["y"] == 1, "yes", "no"))
+    table.loc[3, "city"] = None
+    table.to_parquet(tmp_path / "train.parquet")
     read = data.read(str(tmp_path / "train.parquet"), "train", label_column="y", kind="binary")
     schema = schemas.load_schema(read, "y", "binary", "train.parquet")
     assert schema.classes == ["no", "yes"]
@@ -196,6 +221,21 @@ def test_parquet_text_columns_and_label_strings_are_encoded(tmp_path):
     assert np.isnan(matrix[:, 1]).all()  # unseen category: missing, not an error
     matrix, labels = schemas.encode(read, schema, "train")
     assert np.isnan(matrix[3, 1]) and set(labels) == {0.0, 1.0}
+
+
+def test_held_out_synthetic_rows_are_the_same_for_any_replica_count():
+    """As the files' held-out rows (the runtime's test): one set, in one order, on 1 or 3."""
+    eval_rows = {}
+    for world in (1, 3):
+        shards = [
+            data.read_rows("synthetic:900", "train", label_column="y", kind="binary",
+                           shard=data.Shard(rank, world), hold_out=0.2)
+            for rank in range(world)
+        ]  # fmt: skip
+        eval_rows[world] = pd.concat([f[m] for f, m in shards], ignore_index=True)
+    pd.testing.assert_frame_equal(eval_rows[1], eval_rows[3])
+    with pytest.raises(cli.InputError, match="too few training rows"):
+        data.read_rows("synthetic:1", "train", label_column="y", kind="binary", hold_out=0.1)
 
 
 def test_bigquery_without_the_client_library_says_what_to_install(monkeypatch):
@@ -209,7 +249,7 @@ def test_bigquery_reads_with_the_explicit_project(monkeypatch):
 
     class Rows:
         def to_dataframe(self):
-            return _frame(5)
+            return frame(5)
 
     class Client:
         def __init__(self, project):
@@ -226,45 +266,9 @@ def test_bigquery_reads_with_the_explicit_project(monkeypatch):
     monkeypatch.setitem(sys.modules, "google.cloud.bigquery", types.SimpleNamespace(Client=Client))
     with pytest.raises(cli.InputError, match="needs a project"):
         data.read("bq://ds.table", "train", label_column="y", kind="binary", project=None)
-    frame = data.read("bq://ds.table", "train", label_column="y", kind="binary", project="123")
-    assert calls == {"project": "123", "table": "123.ds.table"} and len(frame) == 5
-    data.read(
-        "bq://other.ds.t",
-        "train",
-        label_column="y",
-        kind="binary",
-        project="123",
-        shard=data.Shard(1, 4),
-    )
+    read = data.read("bq://ds.table", "train", label_column="y", kind="binary", project="123")
+    assert calls == {"project": "123", "table": "123.ds.table"} and len(read) == 5
+    options = {"label_column": "y", "kind": "binary", "project": "123"}
+    data.read("bq://other.ds.t", "train", shard=data.Shard(1, 4), **options)
     assert calls["project"] == "123"  # billed to the job's project, reading another's table
     assert "FROM `other.ds.t`" in calls["sql"] and ", 4) = 1" in calls["sql"]
-
-
-@pytest.mark.parametrize("where", ["train", "eval"])
-def test_one_label_class_fails_before_training(tmp_path, where, monkeypatch):
-    """One class: no AUC (XGBoost reports NaN and a tuning trial gets nothing), so exit 2."""
-    good = _frame()
-    one_class = good.assign(y=0)
-    good.to_csv(tmp_path / "good.csv", index=False)
-    one_class.to_csv(tmp_path / "one_class.csv", index=False)
-    files = {"train": tmp_path / "good.csv", "eval": tmp_path / "good.csv"}
-    files[where] = tmp_path / "one_class.csv"
-    model_dir = tmp_path / "model"
-    result = run_in_process(
-        [
-            f"--train-data={files['train']}",
-            f"--eval-data={files['eval']}",
-            "--label-column=y",
-            f"--model-dir={model_dir}",
-            f"--checkpoint-dir={tmp_path / 'checkpoints'}",
-            f"--job-dir={tmp_path / 'job'}",
-            *FAST,
-        ],
-        monkeypatch,
-        env={"CLOUD_ML_HP_METRIC_FILE": str(tmp_path / "metrics")},
-    )
-    assert result.returncode == 2, result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1 and "the label column has one class (0)" in errors[0], errors
-    assert "Traceback" not in result.stderr and "Boosting" not in result.stderr
-    assert not model_dir.exists() and not (tmp_path / "metrics").exists()

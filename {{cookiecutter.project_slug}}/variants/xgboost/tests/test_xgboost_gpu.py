@@ -9,30 +9,15 @@ the project installs ``xgboost-cpu``) and it can really train a round on a GPU. 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 import xgboost as xgb
 from conftest import FAST, check_ok, features, load_model, read_metrics, run_trainer, trainer_env
 from sklearn import metrics
+from vertex_trainer_tools.testing import nvidia_gpu_count
 
 FALLBACK_WARNING = "Device is changed from GPU to CPU"  # XGBoost's own, when it finds no GPU
-
-
-def _gpu_count() -> int:
-    """NVIDIA GPUs on this machine, per nvidia-smi or else the driver's /proc entries."""
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            listed = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
-            return sum(line.startswith("GPU ") for line in listed.stdout.splitlines())
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    folder = "/proc/driver/nvidia/gpus"
-    return len(os.listdir(folder)) if os.path.isdir(folder) else 0
 
 
 def _no_cuda_reason() -> str | None:
@@ -42,7 +27,7 @@ def _no_cuda_reason() -> str | None:
             "install the CUDA build, package 'xgboost' at the same version, in place of "
             "'xgboost-cpu'"
         )
-    if _gpu_count() == 0:
+    if nvidia_gpu_count() == 0:
         return "no NVIDIA GPU: nvidia-smi -L lists none and /proc/driver/nvidia/gpus is empty"
     # XGBoost falls back to the CPU with a warning when it finds no usable GPU: check one round.
     rows = xgb.DMatrix(np.arange(8.0).reshape(4, 2), label=[0, 1, 0, 1])
@@ -64,19 +49,10 @@ def _train(breast_cancer, tmp_path, name: str, device_flags: list[str]) -> dict:
     """One run on the bundled breast cancer split; its log, exported model and metrics."""
     job = tmp_path / name
     env = trainer_env(CLOUD_ML_HP_METRIC_FILE=str(job / "metrics"))
-    result = run_trainer(
-        [
-            f"--train-data={breast_cancer['train']}",
-            f"--eval-data={breast_cancer['test']}",
-            "--label-column=target",
-            "--num-boost-round=50",
-            "--report-rounds=10",
-            f"--job-dir={job}",
-            *device_flags,
-            *FAST,
-        ],
-        env,
-    )
+    args = [f"--train-data={breast_cancer['train']}", f"--eval-data={breast_cancer['test']}"]
+    args += ["--label-column=target", "--num-boost-round=50", "--report-rounds=10"]
+    args += [f"--job-dir={job}", *device_flags, *FAST]
+    result = run_trainer(args, env)
     check_ok(result)
     booster, metadata = load_model(job / "model")
     test = breast_cancer["test_frame"]

@@ -9,19 +9,14 @@ import re
 import pytest
 from conftest import FAST, IMAGE_PACKAGES, load_model
 from vertex_trainer_runtime import checkpoints
+from vertex_trainer_tools.testing import SPOT_GRACE_SECONDS as GRACE_S
 from vertex_trainer_tools.testing import run_local_job
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 ROUNDS = 120
-ARGS = [
-    "--train-data=synthetic:4000",
-    "--eval-data=synthetic:1000",
-    f"--num-boost-round={ROUNDS}",
-    "--checkpoint-rounds=10",
-    "--report-rounds=10",
-    *FAST,
-]
+ARGS = ["--train-data=synthetic:4000", "--eval-data=synthetic:1000", f"--num-boost-round={ROUNDS}"]
+ARGS += ["--checkpoint-rounds=10", "--report-rounds=10", *FAST]
 
 
 def final_rounds(output_dir) -> tuple[int, int]:
@@ -49,6 +44,12 @@ shares_the_uninterrupted_job = pytest.mark.xdist_group("xgboost-uninterrupted-2-
 
 def trees(output_dir) -> list[str]:
     return load_model(output_dir / "model")[0].get_dump()
+
+
+def saved_round(lines: list[str]) -> int:
+    """The round a replica's preemption notice saved (``notice: saved checkpoint-N``)."""
+    found = [re.search(r"notice: saved checkpoint-(\d+)", line) for line in lines]
+    return int(next(match for match in found if match).group(1))
 
 
 @shares_the_uninterrupted_job
@@ -101,10 +102,9 @@ def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
     out = tmp_path / "out"
     job = kill_and_resume(out, ARGS, replicas=2, restart_job=True, signal="TERM")
     print(f"xgboost REPLICAS=2 SIGTERM drill: {job.seconds:.1f} s")
-    assert seconds_to_exit(job)[0] == 143
+    assert job.sigterm_to_exit()[0] == 143
     # Both replicas stopped after the same round; the chief saved it and both exited 143.
-    saved = [re.search(r"notice: saved checkpoint-(\d+)", x) for x in job.lines(attempt=1)]
-    rounds = int(next(match for match in saved if match).group(1))
+    rounds = saved_round(job.lines(attempt=1))
     worker = job.lines("workerpool1-0", attempt=1)
     assert any(f"saved checkpoint-{rounds}, exiting" in x and "another" in x for x in worker)
     # Not a round lost: the rerun continues from the round the notice saved ...
@@ -119,17 +119,7 @@ def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
 
 # vertex_trainer_runtime.preemption: the drills' seconds per round
 STEP_ENV = "VERTEX_TRAINER_DRILL_STEP_SECONDS"
-GRACE_S = 30  # Compute Engine's: SIGKILL this long after the SIGTERM
-
-
-def seconds_to_exit(job, replica: str = "workerpool0-0") -> tuple[int, float]:
-    """The drill's SIGTERM-to-exit of ``replica``: (exit code, seconds), printed."""
-    found = re.search(rf"kill drill: {replica} exited (-?\d+) ([\d.]+)s after SIGTERM", job.output)
-    assert found, job.tail()
-    code, seconds = int(found.group(1)), float(found.group(2))
-    print(f"SIGTERM to exit of {replica}: {seconds:.1f} s (exit {code}, grace {GRACE_S} s)")
-    assert seconds < GRACE_S, job.tail()
-    return code, seconds
+SHORT = ["--train-data=synthetic:1000", "--eval-data=synthetic:200", *FAST]
 
 
 def rounds_logged(lines: list[str]) -> list[int]:
@@ -144,14 +134,7 @@ def test_notice_at_5s_rounds_exits_after_the_round_in_progress_and_loses_none(
     """Rounds of 5 s: SIGTERM (after the first round's checkpoint) is acted on at the end of the
     round in progress, that round is saved, the rerun trains exactly the rounds after it."""
     step, rounds = 5.0, 3
-    args = [
-        "--train-data=synthetic:1000",
-        "--eval-data=synthetic:200",
-        f"--num-boost-round={rounds}",
-        "--checkpoint-rounds=1",
-        "--report-rounds=1",
-        *FAST,
-    ]
+    args = [*SHORT, f"--num-boost-round={rounds}", "--checkpoint-rounds=1", "--report-rounds=1"]
     job = kill_and_resume(
         tmp_path / "out",
         args,
@@ -161,15 +144,11 @@ def test_notice_at_5s_rounds_exits_after_the_round_in_progress_and_loses_none(
         env={STEP_ENV: str(step)},
     )
     print(f"xgboost REPLICAS={replicas} SIGTERM drill at {step:g} s rounds: {job.seconds:.1f} s")
-    code, seconds = seconds_to_exit(job)
+    code, seconds = job.sigterm_to_exit()
     assert code == 143
     assert seconds <= step + 10, "more than one round (+10 s of a loaded machine) to act"
     first = job.lines(attempt=1)
-    saved = int(
-        next(
-            m for m in (re.search(r"notice: saved checkpoint-(\d+)", x) for x in first) if m
-        ).group(1)
-    )
+    saved = saved_round(first)
     # Not a round lost: the last round trained is the one saved; the rerun starts after it.
     assert max(rounds_logged(first)) == saved < rounds
     rerun = job.lines(attempt=2)
@@ -182,18 +161,13 @@ def test_notice_after_the_last_round_finishes_the_export_and_exits_0(tmp_path, l
     """SIGTERM during the final evaluation (3 s here): evaluation and export fit in the grace
     period, so the replica exports and exits 0; the job is not rerun, nothing retrained."""
     rounds = 1  # slowed to 3 s like the evaluation: only the last round matters here
-    args = [
-        "--train-data=synthetic:1000",
-        "--eval-data=synthetic:200",
-        f"--num-boost-round={rounds}",
-        "--checkpoint-rounds=0",  # the final checkpoint is the first: the drill fires after it
-        *FAST,
-    ]
-    drill = ["--kill-after=checkpoint", "--kill-signal=TERM", f"--kill-grace={GRACE_S}"]
+    # --checkpoint-rounds=0: the final checkpoint is the first; the drill fires after it.
+    args = [*SHORT, f"--num-boost-round={rounds}", "--checkpoint-rounds=0"]
+    drill = ["--kill-after=checkpoint", "--kill-signal=TERM", f"--kill-grace={GRACE_S:g}"]
     job = local_job(tmp_path / "out", args, runner_args=drill, env={STEP_ENV: "3"})
     print(f"xgboost SIGTERM after the last round: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
     assert f"kill drill: SIGTERM to workerpool0-0 after checkpoint-{rounds} was saved" in job.output
-    code, _ = seconds_to_exit(job)
+    code, _ = job.sigterm_to_exit()
     assert code == 0 and job.attempts() == 1
     assert final_rounds(job.output_dir) == (rounds, rounds)

@@ -1,4 +1,10 @@
-"""Resume: a killed run continues from its newest complete checkpoint, for the remaining rounds."""
+"""Resume: a killed run continues from its newest complete checkpoint, for the remaining rounds,
+and ends as an uninterrupted run does: the same trees, early stop and samples.
+
+With ``--subsample`` or ``--colsample-*`` below 1 each round draws a random sample; a resumed
+run must draw the same samples as the uninterrupted one, or a preempted tuning trial is scored
+on another model than the one it would have trained.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +16,22 @@ import time
 
 import numpy as np
 import pytest
-import xgboost as xgb
 from conftest import (
     FAST,
+    SAMPLED,
     TIMEOUT_S,
     check_ok,
     load_model,
-    run_in_process,
     run_trainer,
-    start_trainer,
+    synthetic_rows,
     trainer_env,
 )
 from vertex_trainer_runtime import checkpoints, preemption
-from vertex_trainer_tools.testing import is_vertex_variable, kill, read_metrics
+from vertex_trainer_tools.testing import kill, read_metrics
+from vertex_trainer_tools.trainer_runs import run_in_process, start_trainer
+from vertex_trainer_tools.trainer_runs import without_vertex_variables as without_vertex
 
-from trainer import data
-from trainer import schema as schemas
+from trainer import resume
 
 
 def _complete(root) -> list[int]:
@@ -35,22 +41,13 @@ def _complete(root) -> list[int]:
 
 
 def test_killed_run_resumes_with_the_remaining_rounds(tmp_path):
-    rounds = 60
-    job = tmp_path / "job"
-    metric_file = tmp_path / "metrics"
+    rounds, job, metric_file = 60, tmp_path / "job", tmp_path / "metrics"
     env = trainer_env(CLOUD_ML_HP_METRIC_FILE=str(metric_file))
-    args = [
-        "--train-data=synthetic:3000",
-        "--eval-data=synthetic:300",
-        f"--job-dir={job}",
-        f"--num-boost-round={rounds}",
-        "--checkpoint-rounds=10",
-        "--eta=0.05",
-        *FAST,
-    ]
+    args = ["--train-data=synthetic:3000", "--eval-data=synthetic:300", f"--job-dir={job}"]
+    args += [f"--num-boost-round={rounds}", "--checkpoint-rounds=10", "--eta=0.05", *FAST]
     # The first run at 0.1 s rounds (the drills' hook): killed seconds before it could end.
     slowed = {**env, "VERTEX_TRAINER_DRILL_STEP_SECONDS": "0.1"}
-    process = start_trainer(args, slowed, log=tmp_path / "first.log")
+    process = start_trainer(args, slowed, tmp_path / "first.log")
     try:
         deadline = time.monotonic() + TIMEOUT_S
         while not _complete(job / "checkpoints"):
@@ -76,13 +73,8 @@ def test_killed_run_resumes_with_the_remaining_rounds(tmp_path):
 @pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
 def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path, monkeypatch):
     root = tmp_path / "checkpoints"
-    common = [
-        "--train-data=synthetic:500",
-        "--eval-data=synthetic:200",
-        f"--checkpoint-dir={root}",
-        "--checkpoint-rounds=5",
-        *FAST,
-    ]
+    common = ["--train-data=synthetic:500", "--eval-data=synthetic:200", f"--checkpoint-dir={root}"]
+    common += ["--checkpoint-rounds=5", *FAST]
     # The runs are calls in this process (a new process is the kill test's point, not this).
     run = functools.partial(run_in_process, monkeypatch=monkeypatch)
     check_ok(run([*common, "--num-boost-round=10", f"--model-dir={tmp_path / 'm1'}"]))
@@ -113,62 +105,47 @@ def test_partial_and_corrupt_checkpoints_are_skipped(tmp_path, monkeypatch):
 
 @pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
 @pytest.mark.parametrize("early_stopping", [0, 5])
-def test_resumed_model_equals_uninterrupted(tmp_path, monkeypatch, early_stopping):
-    """Stop after k rounds, restart with the full count: same trees, same early stop (the runs
-    are calls in this process: the restart reads the first run's checkpoint from disk)."""
+def test_a_run_rerun_with_more_rounds_ends_with_the_uninterrupted_runs_trees(
+    tmp_path, monkeypatch, early_stopping
+):
+    """Stopped after k rounds, rerun with the full count: the same trees, split values and
+    covers (each round's samples drawn again as the uninterrupted run drew them) and the same
+    early stop (the runs are calls in this process: the rerun reads the checkpoint from disk)."""
     run = functools.partial(run_in_process, monkeypatch=monkeypatch)
-    train, evaluate = "synthetic:800", "synthetic:300"
-    common = [
-        f"--train-data={train}",
-        f"--eval-data={evaluate}",
-        "--eta=0.5",
-        f"--early-stopping-rounds={early_stopping}",
-        "--checkpoint-rounds=0",
-        *FAST,
-    ]
-    rounds = 300 if early_stopping else 40
-    whole = tmp_path / "whole"
-    check_ok(run([*common, f"--num-boost-round={rounds}", f"--job-dir={whole}"]))
-    reference, reference_meta = load_model(whole / "model")
+    common = [*SAMPLED, f"--early-stopping-rounds={early_stopping}"]
+    rounds = 300 if early_stopping else 30
+    check_ok(run([*common, f"--num-boost-round={rounds}", f"--job-dir={tmp_path / 'whole'}"]))
+    reference, reference_meta = load_model(tmp_path / "whole" / "model")
+    best = reference_meta["best_iteration"]
     if early_stopping:
-        best = reference_meta["best_iteration"]
         assert best is not None and best + 1 + early_stopping < rounds
-        cut = best + 3  # after the best round, before the stop: the patience count matters
-    else:
-        cut = 15
-    parts = tmp_path / "parts"
-    first = [*common, f"--checkpoint-dir={parts / 'checkpoints'}"]
-    check_ok(run([*first, f"--num-boost-round={cut}", f"--model-dir={parts / 'm1'}"]))
-    result = run([*first, f"--num-boost-round={rounds}", f"--model-dir={parts / 'm2'}"])
+    cut = best + 3 if early_stopping else 12  # after the best round, before the stop
+    job = tmp_path / "parts"
+    check_ok(run([*common, f"--num-boost-round={cut}", f"--job-dir={job}"]))
+    result = run([*common, f"--num-boost-round={rounds}", f"--job-dir={job}"])
     check_ok(result)
     assert f"{cut} rounds done" in result.stderr
-    resumed, resumed_meta = load_model(parts / "m2")
-    assert resumed.num_boosted_rounds() == reference.num_boosted_rounds()
-    assert resumed_meta["best_iteration"] == reference_meta["best_iteration"]
+    resumed, resumed_meta = load_model(job / "model")
+    assert resumed_meta["best_iteration"] == best
+    resumed_trees = resumed.get_dump(with_stats=True)
+    assert len(resumed_trees) == (best + 1 if early_stopping else rounds)
+    assert resumed_trees == reference.get_dump(with_stats=True)
 
-    frame = data.synthetic(evaluate, "eval", label_column="label", kind="binary", seed=42)
-    schema = schemas.load_schema(frame, "label", "binary", "eval")
-    matrix, _ = schemas.encode(frame, schema, "eval")
-    rows = xgb.DMatrix(matrix)
-    np.testing.assert_allclose(resumed.predict(rows), reference.predict(rows), atol=1e-5)
+
+def test_round_seeds_depend_on_seed_and_round_only():
+    seeds = {(s, r): resume.round_seed(s, r) for s in (41, 42) for r in range(50)}
+    assert len(set(seeds.values())) == len(seeds)  # neighbouring seeds share no round seed
+    assert resume.round_seed(42, 7) == seeds[(42, 7)]
+    assert all(0 <= value < 2**31 for value in seeds.values())
 
 
 def test_time_based_checkpoints(tmp_path, monkeypatch):
     # No round-based checkpoints and a tiny --checkpoint-minutes: the timer saves every round or
     # so; pruning keeps the newest two, the older of which only the timer can have written.
     root = tmp_path / "checkpoints"
-    result = run_in_process(
-        [
-            "--train-data=synthetic:300",
-            "--eval-data=synthetic:100",
-            f"--job-dir={tmp_path}",
-            "--num-boost-round=30",
-            "--checkpoint-rounds=0",
-            "--checkpoint-minutes=0.00001",
-            *FAST,
-        ],
-        monkeypatch,
-    )
+    args = ["--train-data=synthetic:300", "--eval-data=synthetic:100", f"--job-dir={tmp_path}"]
+    args += ["--num-boost-round=30", "--checkpoint-rounds=0", "--checkpoint-minutes=0.00001", *FAST]
+    result = run_in_process(args, monkeypatch)
     check_ok(result)
     older, newest = _complete(root)
     assert 20 < older < newest == 30
@@ -181,7 +158,7 @@ class Crash(Exception):
 def _train_in_process(argv: list[str], monkeypatch, crash_at: int | None = None) -> None:
     """``python -m trainer.task`` in this process; with ``crash_at``, die right after the
     checkpoint of that round is complete (before any later callback of the round runs)."""
-    from trainer import resume, task
+    from trainer import task
 
     publish = resume.save_checkpoint
 
@@ -201,21 +178,10 @@ def _train_in_process(argv: list[str], monkeypatch, crash_at: int | None = None)
 
 def test_early_stopping_after_a_crash_stops_where_an_uninterrupted_run_does(tmp_path, monkeypatch):
     """Crash right after the checkpoint of round k, rerun: same stop, best round and model."""
-    for name in list(os.environ):
-        if is_vertex_variable(name):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "metrics"))
+    without_vertex(monkeypatch, CLOUD_ML_HP_METRIC_FILE=str(tmp_path / "metrics"))
     evaluate = "synthetic:300"
-    common = [
-        "--train-data=synthetic:800",
-        f"--eval-data={evaluate}",
-        "--eta=0.3",
-        "--max-depth=4",
-        "--early-stopping-rounds=6",
-        "--num-boost-round=400",
-        "--report-rounds=0",
-        *FAST,
-    ]
+    common = ["--train-data=synthetic:800", f"--eval-data={evaluate}", "--eta=0.3", "--max-depth=4"]
+    common += ["--early-stopping-rounds=6", "--num-boost-round=400", "--report-rounds=0", *FAST]
     whole = tmp_path / "whole"
     _train_in_process([*common, "--checkpoint-rounds=0", f"--job-dir={whole}"], monkeypatch)
     reference, reference_meta = load_model(whole / "model")
@@ -224,9 +190,7 @@ def test_early_stopping_after_a_crash_stops_where_an_uninterrupted_run_does(tmp_
     assert best is not None and stop < 400
     assert checkpoints.latest_complete(str(whole / "checkpoints")).step == stop
 
-    frame = data.synthetic(evaluate, "eval", label_column="label", kind="binary", seed=42)
-    schema = schemas.load_schema(frame, "label", "binary", "eval")
-    rows = xgb.DMatrix(schemas.encode(frame, schema, "eval")[0])
+    rows = synthetic_rows(evaluate)
     # Early rounds, the best round itself (its score must survive the crash), just before the
     # stop, and the final checkpoint before the export.
     for crash_at in sorted({1, 5, best, best + 1, best + 2, stop - 1, stop}):
@@ -252,20 +216,11 @@ def test_notice_during_an_evaluation_or_a_checkpoint_write_saves_that_round(
     """Two SIGTERMs while round 10 is evaluated (its metric report) or its checkpoint written:
     that round is saved complete, the run exits 143, and the rerun ends with the trees of an
     uninterrupted run: not a round lost, the second signal changes nothing."""
-    from trainer import model, resume, task
+    from trainer import model, task
 
-    for name in list(os.environ):
-        if is_vertex_variable(name):
-            monkeypatch.delenv(name)
-    common = [
-        "--train-data=synthetic:600",
-        "--eval-data=synthetic:200",
-        "--num-boost-round=20",
-        "--report-rounds=5",
-        "--checkpoint-rounds=5",
-        "--subsample=0.7",
-        *FAST,
-    ]
+    without_vertex(monkeypatch)
+    common = ["--train-data=synthetic:600", "--eval-data=synthetic:200", "--num-boost-round=20"]
+    common += ["--report-rounds=5", "--checkpoint-rounds=5", "--subsample=0.7", *FAST]
     whole = tmp_path / "whole"
     assert task.main([*common, f"--job-dir={whole}"]) == 0
 
@@ -292,9 +247,7 @@ def test_notice_during_an_evaluation_or_a_checkpoint_write_saves_that_round(
     assert checkpoints.latest_complete(str(job / "checkpoints")).step == 10
     assert not (job / "model").exists()
     monkeypatch.undo()
-    for name in list(os.environ):
-        if is_vertex_variable(name):
-            monkeypatch.delenv(name)
+    without_vertex(monkeypatch)
     assert task.main([*common, f"--job-dir={job}"]) == 0
     resumed, reference = load_model(job / "model")[0], load_model(whole / "model")[0]
     assert resumed.get_dump(with_stats=True) == reference.get_dump(with_stats=True)

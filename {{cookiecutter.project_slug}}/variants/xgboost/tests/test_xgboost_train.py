@@ -21,12 +21,12 @@ from conftest import (
     check_reported_auc_is_the_exported_models,
     features,
     load_model,
-    run_in_process,
     run_trainer,
     trainer_env,
 )
 from vertex_trainer_runtime import cli
 from vertex_trainer_tools.testing import read_metrics
+from vertex_trainer_tools.trainer_runs import run_in_process
 
 from trainer import flags, objectives
 
@@ -40,18 +40,10 @@ def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_pat
         AIP_TENSORBOARD_LOG_DIR=f"{base}/logs/",
         CLOUD_ML_HP_METRIC_FILE=str(tmp_path / "hypertune" / "metrics"),
     )
-    result = run_trainer(
-        [
-            f"--train-data={breast_cancer['train']}",
-            f"--eval-data={breast_cancer['test']}",
-            "--label-column=target",
-            "--num-boost-round=30",
-            "--report-rounds=10",
-            "--checkpoint-rounds=10",
-            *FAST,
-        ],
-        env,
-    )
+    args = [f"--train-data={breast_cancer['train']}", f"--eval-data={breast_cancer['test']}"]
+    args += ["--label-column=target", "--num-boost-round=30", "--report-rounds=10"]
+    args += ["--checkpoint-rounds=10", *FAST]
+    result = run_trainer(args, env)
     check_ok(result)
 
     booster, metadata = load_model(base / "model")
@@ -97,19 +89,10 @@ def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_pat
 
 def test_multiclass_text_labels_map_back_to_classes(iris, tmp_path, monkeypatch):
     metric_file = tmp_path / "metrics"
-    result = run_in_process(
-        [
-            f"--train-data={iris['train']}",
-            f"--eval-data={iris['test']}",
-            "--label-column=species",
-            "--objective=multiclass",
-            "--num-boost-round=20",
-            f"--job-dir={tmp_path / 'job'}",
-            *FAST,
-        ],
-        monkeypatch,
-        env={"CLOUD_ML_HP_METRIC_FILE": str(metric_file)},
-    )
+    args = [f"--train-data={iris['train']}", f"--eval-data={iris['test']}"]
+    args += ["--label-column=species", "--objective=multiclass", "--num-boost-round=20"]
+    args += [f"--job-dir={tmp_path / 'job'}", *FAST]
+    result = run_in_process(args, monkeypatch, env={"CLOUD_ML_HP_METRIC_FILE": str(metric_file)})
     check_ok(result)
     booster, metadata = load_model(tmp_path / "job" / "model")
     assert metadata["classes"] == ["setosa", "versicolor", "virginica"]
@@ -126,22 +109,10 @@ def test_synthetic_regression_with_vertex_style_trial_flags(tmp_path, monkeypatc
     # Vertex appends trial values as --name=value with underscores, integers as floats, and
     # may add flags this trainer does not know.
     metric_file = tmp_path / "metrics"
-    result = run_in_process(
-        [
-            "--train-data=synthetic:1500",
-            "--eval-data=synthetic:500",
-            "--objective=regression",
-            f"--job-dir={tmp_path / 'job'}",
-            "--num_boost_round=25.0",
-            "--max_depth=3.0",
-            "--learning_rate=0.3",
-            "--subsample=0.9",
-            "--some_injected_flag=1",
-            *FAST,
-        ],
-        monkeypatch,
-        env={"CLOUD_ML_HP_METRIC_FILE": str(metric_file)},
-    )
+    args = ["--train-data=synthetic:1500", "--eval-data=synthetic:500", "--objective=regression"]
+    args += [f"--job-dir={tmp_path / 'job'}", "--num_boost_round=25.0", "--max_depth=3.0"]
+    args += ["--learning_rate=0.3", "--subsample=0.9", "--some_injected_flag=1", *FAST]
+    result = run_in_process(args, monkeypatch, env={"CLOUD_ML_HP_METRIC_FILE": str(metric_file)})
     check_ok(result)
     assert "Ignoring arguments" in result.stderr and "--some-injected-flag" in result.stderr
     booster, metadata = load_model(tmp_path / "job" / "model")
@@ -185,56 +156,18 @@ def test_objectives_module_is_plain_python():
 
 
 def _max_depth(booster) -> int:
-    deepest = 0
-    for tree in booster.get_dump(dump_format="json"):
-        deepest = max(deepest, _depth(json.loads(tree)))
-    return deepest
-
-
-def _depth(node: dict) -> int:
-    children = node.get("children") or []
-    return 0 if not children else 1 + max(_depth(child) for child in children)
-
-
-def test_early_stopping_exports_the_best_round(tmp_path, monkeypatch):
-    result = run_in_process(
-        [
-            "--train-data=synthetic:600",
-            "--eval-data=synthetic:300",
-            f"--job-dir={tmp_path / 'job'}",
-            "--num-boost-round=400",
-            "--eta=0.5",
-            "--early-stopping-rounds=5",
-            *FAST,
-        ],
-        monkeypatch,
-    )
-    check_ok(result)
-    booster, metadata = load_model(tmp_path / "job" / "model")
-    best = metadata["best_iteration"]
-    assert best is not None and best + 1 < 400
-    assert booster.num_boosted_rounds() == best + 1 == metadata["num_boosted_rounds"]
+    """The deepest leaf's depth: the text dump indents each node by one tab per level."""
+    return max(line.count("\t") for tree in booster.get_dump() for line in tree.splitlines())
 
 
 def test_reported_metric_is_the_exported_models_auc(breast_cancer, tmp_path, monkeypatch):
     job = {"model": tmp_path / "model", "checkpoints": tmp_path / "ckpt"}
     job["metrics"] = tmp_path / "metrics"
-    result = run_in_process(
-        [
-            f"--train-data={breast_cancer['train']}",
-            f"--eval-data={breast_cancer['test']}",
-            "--label-column=target",
-            "--num-boost-round=300",
-            "--eta=0.3",
-            "--early-stopping-rounds=5",
-            "--report-rounds=1",
-            f"--model-dir={job['model']}",
-            f"--checkpoint-dir={job['checkpoints']}",
-            *FAST,
-        ],
-        monkeypatch,
-        env={"CLOUD_ML_HP_METRIC_FILE": str(job["metrics"])},
-    )
+    args = [f"--train-data={breast_cancer['train']}", f"--eval-data={breast_cancer['test']}"]
+    args += ["--label-column=target", "--num-boost-round=300", "--eta=0.3"]
+    args += ["--early-stopping-rounds=5", "--report-rounds=1", f"--model-dir={job['model']}"]
+    args += [f"--checkpoint-dir={job['checkpoints']}", *FAST]
+    result = run_in_process(args, monkeypatch, env={"CLOUD_ML_HP_METRIC_FILE": str(job["metrics"])})
     check_ok(result)
     check_reported_auc_is_the_exported_models(job, breast_cancer["test_frame"], "target", 5)
 

@@ -3,7 +3,8 @@ rows (``--train-data``/``--eval-data``, docs/trainer.md "Data"). Add a source in
 
 Each replica reads one contiguous range of the rows of all files (a hashed share of a BigQuery
 table); held-out eval rows are chosen by a seeded hash of the row number, the same rows for any
-replica count (``row_plan.py``). Files are listed, counted and read in ``tabular_files.py``.
+replica count. The runtime lists, counts and reads the files and numbers the rows
+(``vertex_trainer_runtime.xgboost.tabular_files`` and ``row_plan``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from vertex_trainer_runtime.cli import InputError
-
-from trainer.row_plan import RowPlan, _hashed_rows_held_out
-from trainer.tabular_files import _concat, _read_range, count_rows, list_files, read_file
+from vertex_trainer_runtime.xgboost import row_plan, tabular_files
 
 logger = logging.getLogger(__name__)
 
@@ -67,30 +66,13 @@ def read_rows(
         raise InputError(f"--{role}-data is empty")
     if spec.startswith(BIGQUERY_PREFIX):
         frame = read_bigquery(spec, project=project, shard=shard)
-        return frame, _hashed_rows_held_out(frame, hold_out, seed)
+        return frame, row_plan.hashed_rows_held_out(frame, hold_out, seed)
     if spec == SYNTHETIC or spec.startswith(SYNTHETIC + ":"):
         frame = synthetic(spec, role, label_column=label_column, kind=kind, seed=seed)
-        plan = _plan(len(frame), hold_out, seed)
-        start, stop = plan.range_of(shard)
+        plan = row_plan.plan(len(frame), hold_out, seed)
+        start, stop = plan.range_of(shard.rank, shard.world)
         return frame.iloc[start:stop].reset_index(drop=True), plan.held_out(start, stop)
-    files = list_files(spec)
-    if shard.world == 1:  # every row: nothing to count
-        frame = _concat([read_file(path) for path in files], spec)
-        return frame, _plan(len(frame), hold_out, seed).held_out(0, len(frame))
-    counts = [count_rows(path) for path in files]
-    plan = _plan(sum(counts), hold_out, seed)
-    start, stop = plan.range_of(shard)
-    logger.info(
-        f"{role} data: rows {start}..{stop} of {plan.total} (in {len(files)} files) for replica "
-        f"{shard.rank} of {shard.world}"
-    )
-    return _read_range(files, counts, start, stop, spec), plan.held_out(start, stop)
-
-
-def _plan(total: int, hold_out: float, seed: int) -> RowPlan:
-    if hold_out > 0 and total < 2:
-        raise InputError("no --eval-data given and too few training rows to hold some out")
-    return RowPlan(total, hold_out, seed)
+    return tabular_files.read_rows(spec, role, shard.rank, shard.world, hold_out, seed)
 
 
 def read_bigquery(spec: str, *, project: str | None, shard: Shard = Shard()) -> pd.DataFrame:

@@ -12,9 +12,9 @@ import tempfile
 import xgboost as xgb
 from vertex_trainer_runtime import checkpoints, hptune, runtime, tracking
 from vertex_trainer_runtime.cli import InputError
+from vertex_trainer_runtime.xgboost import throughput
 from xgboost.callback import TrainingCallback
 
-from trainer import throughput
 from trainer.flags import Model
 
 logger = logging.getLogger(__name__)

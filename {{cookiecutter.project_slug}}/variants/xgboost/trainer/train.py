@@ -16,11 +16,11 @@ import pandas as pd
 import xgboost as xgb
 from vertex_trainer_runtime import cli, hptune, preemption, tracking
 from vertex_trainer_runtime.context import RunContext
+from vertex_trainer_runtime.xgboost import distributed, preemption_hook, throughput
 
-from trainer import data, distributed, model, objectives, resume, throughput
+from trainer import data, model, objectives, resume
 from trainer import schema as schemas
 from trainer.flags import Flags, Training
-from trainer.preemption_hook import ExitBeforeTheVMStops, StopOnNotice, stopped_early
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class Reports:
 
 def run(flags: Flags, ctx: RunContext) -> int:
     notice = preemption.Notice().install()  # SIGTERM: save at the next round, then exit
-    with ExitBeforeTheVMStops(notice):  # ... and never outlive the VM
+    with preemption_hook.ExitBeforeTheVMStops(notice):  # ... and never outlive the VM
         return train_and_export(flags, ctx, notice)
 
 
@@ -95,9 +95,9 @@ def train_and_export(flags: Flags, ctx: RunContext, notice: preemption.Notice) -
         )
         callbacks = round_callbacks(flags, prepared, start, checkpointer, reports)
         # Last: a round that another callback stops needs no agreement.
-        callbacks.append(StopOnNotice(notice, checkpointer, cluster.is_distributed))
+        callbacks.append(preemption_hook.StopOnNotice(notice, checkpointer, cluster.is_distributed))
         booster = boost(training, prepared, start, callbacks)
-        stopped_early(notice, booster, training.num_boost_round)
+        preemption_hook.stopped_early(notice, booster, training.num_boost_round)
         exported, value, stopping = evaluate(training, booster, prepared, reports)
         logger.info(
             f"Trained {booster.num_boosted_rounds()} rounds (model: "

@@ -1,16 +1,21 @@
 """Which global rows each replica of a distributed job reads, and which are held out for eval.
-You should not need to change this: it only numbers rows (``data.py`` reads them).
+The runtime's (``vertex_trainer_runtime.xgboost``): it only numbers rows; the trainer's
+``data.py`` reads them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:
-    from trainer.data import Shard
+from vertex_trainer_runtime.cli import InputError
+
+
+def plan(total: int, hold_out: float, seed: int) -> RowPlan:
+    """The plan of ``total`` rows; an ``InputError`` when too few to hold some out."""
+    if hold_out > 0 and total < 2:
+        raise InputError("no --eval-data given and too few training rows to hold some out")
+    return RowPlan(total, hold_out, seed)
 
 
 class RowPlan:
@@ -64,9 +69,9 @@ class RowPlan:
                 mask[row - start] = value
         return mask
 
-    def range_of(self, shard: Shard) -> tuple[int, int]:
-        """The global rows ``start..stop`` replica ``shard.rank`` reads."""
-        return self._boundary(shard.rank, shard.world), self._boundary(shard.rank + 1, shard.world)
+    def range_of(self, rank: int, world: int) -> tuple[int, int]:
+        """The global rows ``start..stop`` replica ``rank`` of ``world`` reads."""
+        return self._boundary(rank, world), self._boundary(rank + 1, world)
 
     def _boundary(self, rank: int, world: int) -> int:
         """The row where replica ``rank``'s range starts: its first training row."""
@@ -96,7 +101,7 @@ def _splitmix64(values: np.ndarray, seed: int) -> np.ndarray:
         return mixed ^ (mixed >> np.uint64(31))
 
 
-def _hashed_rows_held_out(frame: pd.DataFrame, hold_out: float, seed: int) -> np.ndarray:
+def hashed_rows_held_out(frame: pd.DataFrame, hold_out: float, seed: int) -> np.ndarray:
     """Held-out rows of a source without row numbers (BigQuery): a seeded hash of each row's
     values decides, so again the same rows for any replica count."""
     if hold_out <= 0 or frame.empty:

@@ -1,6 +1,5 @@
 """XGBoost's side of a preemption notice (``vertex_trainer_runtime.preemption``): stop at a
-round boundary.
-You should not need to change this: generic infrastructure.
+round boundary. The runtime's (``vertex_trainer_runtime.xgboost``): no user edits it.
 
 After each round the replicas all-reduce (MAX) "did I get SIGTERM?", so all stop after the same
 round; the chief saves it (marker last) and every replica ends with ``Preempted`` (exit 143,
@@ -15,8 +14,9 @@ import logging
 import threading
 
 import numpy as np
-from vertex_trainer_runtime import preemption
 from xgboost.callback import TrainingCallback
+
+from vertex_trainer_runtime import preemption
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Training speed in the chief's log, with each metric report and at the end of the run.
-You should not need to change this: generic infrastructure (rounds/s, rows/s, ms per round,
-seconds spent in checkpoints and evaluation; two clock reads per interval, none per round).
+The runtime's (``vertex_trainer_runtime.xgboost``): rounds/s, rows/s, ms per round, seconds
+spent in checkpoints and evaluation; two clock reads per interval, none per round.
 """
 
 from __future__ import annotations

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from vertex_trainer_runtime import preemption
 
-from trainer.preemption_hook import ExitBeforeTheVMStops
+pytest.importorskip("xgboost")
+
+from vertex_trainer_runtime.xgboost.preemption_hook import ExitBeforeTheVMStops  # noqa: E402
 
 
 def _recorder():

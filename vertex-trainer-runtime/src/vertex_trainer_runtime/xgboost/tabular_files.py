@@ -1,5 +1,6 @@
-"""Reading CSV and Parquet files: listing them, counting their rows, reading a range of rows.
-Change it to read another file format; ``data.py`` picks the source and this replica's rows.
+"""Reading CSV and Parquet files: listing them, counting their rows, reading this replica's rows.
+The runtime's (``vertex_trainer_runtime.xgboost``); another source (a format, a database) is
+added in the trainer's ``data.py``.
 
 Row counts come from Parquet metadata or a plain CSV file's line ends (pandas counts a CSV file
 with quotes, carriage returns or blank lines); a range is read from the Parquet row groups or the
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import gzip
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,8 +19,12 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+
 from vertex_trainer_runtime import runtime
 from vertex_trainer_runtime.cli import InputError
+from vertex_trainer_runtime.xgboost import row_plan
+
+logger = logging.getLogger(__name__)
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 DATA_SUFFIXES = (".csv", ".csv.gz") + PARQUET_SUFFIXES
@@ -27,6 +33,26 @@ COUNT_CHUNK_ROWS = 1 << 20  # the CSV count pass reads this many rows at a time
 # line end ends a row and pandas skips no line.
 _NEWLINE = ord("\n")
 _NOT_A_ROW_START = np.frombuffer(b"\n \t", dtype=np.uint8)
+
+
+def read_rows(
+    spec: str, role: str, rank: int = 0, world: int = 1, hold_out: float = 0.0, seed: int = 42
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Replica ``rank`` of ``world``'s rows of the files ``spec`` names (one contiguous range of
+    all their rows, in file order) and which of them are held out for evaluation: ``hold_out``
+    of all rows, chosen by ``seed`` (``row_plan``: the same rows for any replica count)."""
+    files = list_files(spec)
+    if world == 1:  # every row: nothing to count
+        frame = _concat([read_file(path) for path in files], spec)
+        return frame, row_plan.plan(len(frame), hold_out, seed).held_out(0, len(frame))
+    counts = [count_rows(path) for path in files]
+    plan = row_plan.plan(sum(counts), hold_out, seed)
+    start, stop = plan.range_of(rank, world)
+    logger.info(
+        f"{role} data: rows {start}..{stop} of {plan.total} (in {len(files)} files) for replica "
+        f"{rank} of {world}"
+    )
+    return _read_range(files, counts, start, stop, spec), plan.held_out(start, stop)
 
 
 def count_rows(path: str) -> int:

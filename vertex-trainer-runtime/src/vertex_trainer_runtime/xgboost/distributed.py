@@ -1,5 +1,5 @@
 """XGBoost's own collective across Vertex replicas: a tracker on the chief, every replica a worker.
-You should not need to change this: generic infrastructure, driven by ``CLUSTER_SPEC``.
+The runtime's (``vertex_trainer_runtime.xgboost``), driven by ``CLUSTER_SPEC``: no user edits it.
 
 Every replica joins with its node rank as task id, so XGBoost's ranks are Vertex's; XGBoost then
 all-reduces histograms, sketches and metrics itself.
@@ -29,7 +29,7 @@ PORT_WAIT_S = 3 * 60
 # stopped, no TCP reset) exits within Compute Engine's 30 s grace, not XGBoost's minutes. No
 # replica may work alone longer between two collective calls (data are read before the group).
 COLLECTIVE_TIMEOUT_S = 20
-# Trackers of a group left on a preemption notice: kept until the process ends (trainer.task).
+# Trackers of a group left on a preemption notice: kept until the process ends (exit_now).
 _LEFT_ON_NOTICE = []
 
 

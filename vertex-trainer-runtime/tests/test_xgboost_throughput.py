@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from trainer import throughput
+pytest.importorskip("xgboost")
+
+from vertex_trainer_runtime.xgboost import throughput  # noqa: E402
 
 
 class FakeClock:

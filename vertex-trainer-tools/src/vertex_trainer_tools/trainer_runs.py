@@ -1,0 +1,125 @@
+"""Run a project's ``trainer.task`` in its own tests, without the emulator: as a process (one
+replica, or a chief and a worker with Vertex's ``CLUSTER_SPEC``) or as a call in the test's
+process (no start-up to pay, for what a run computes or refuses).
+
+Framework-free: every variant's tests use them; ``testing`` has the smaller helpers they build on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from vertex_trainer_tools.project import project_root
+from vertex_trainer_tools.testing import cluster_spec, free_ports, is_vertex_variable, kill
+
+
+def start_trainer(
+    args: list[str], env: dict[str, str], log: Path | None = None, project: Path | None = None
+) -> subprocess.Popen:
+    """``python -m trainer.task ARGS`` from the project's folder with exactly ``env``, in its own
+    process group (so a kill takes all of it); its output goes to the file ``log`` (else pipes
+    the caller reads)."""
+    output = open(log, "w") if log else subprocess.PIPE
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "trainer.task", *args],
+            cwd=project or project_root(),
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT if log else subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+    finally:
+        if log:
+            output.close()  # the child has its own copy
+
+
+def run_trainer(
+    args: list[str], env: dict[str, str], timeout: float, project: Path | None = None
+) -> subprocess.CompletedProcess:
+    """``start_trainer`` to the end; SIGKILLed (and the test failed) if it outlives ``timeout``."""
+    process = start_trainer(args, env, project=project)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill(process)
+        raise AssertionError(f"the trainer ran past {timeout:g} s: {args}") from None
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def start_two_replicas(
+    folder: Path, args: list[str], env: dict[str, str], project: Path | None = None
+) -> dict[str, subprocess.Popen]:
+    """A chief and a worker on loopback with Vertex-shaped ``CLUSTER_SPEC``s (``env`` plus those),
+    logging to ``folder/<chief|worker>.log``; each writes its model, checkpoints and hypertune
+    metrics under ``folder/<chief|worker>/``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    chief, worker = free_ports(2)
+    pools = {"workerpool0": [f"127.0.0.1:{chief}"], "workerpool1": [f"127.0.0.1:{worker}"]}
+    processes = {}
+    for name, pool in (("chief", "workerpool0"), ("worker", "workerpool1")):
+        replica_env = {
+            **env,
+            "CLUSTER_SPEC": cluster_spec(pools, pool, 0),
+            "CLOUD_ML_JOB_ID": "4711",
+            "CLOUD_ML_HP_METRIC_FILE": str(folder / name / "metrics"),
+        }
+        outputs = [f"--model-dir={folder / name / 'model'}"]
+        outputs.append(f"--checkpoint-dir={folder / name / 'checkpoints'}")
+        log = folder / f"{name}.log"
+        processes[name] = start_trainer([*args, *outputs], replica_env, log, project)
+    return processes
+
+
+def wait_all(processes: dict[str, subprocess.Popen], timeout: float) -> None:
+    """Wait until every process ended; past ``timeout`` kill them all and fail the test."""
+    try:
+        deadline = time.monotonic() + timeout
+        while any(process.poll() is None for process in processes.values()):
+            assert time.monotonic() < deadline, f"the replicas ran past {timeout:g} s"
+            time.sleep(0.1)
+    finally:
+        for process in processes.values():
+            kill(process)
+
+
+def without_vertex_variables(monkeypatch, **env: str) -> None:
+    """This process's environment less the caller's Vertex variables, plus ``env``."""
+    for name in list(os.environ):
+        if is_vertex_variable(name):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+def run_in_process(
+    args: list[str], monkeypatch, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``trainer.task.main(args)`` called in this process, without the caller's Vertex
+    variables, plus ``env``. ``stderr`` holds what the process would print there: its log lines
+    (INFO and up) and its ERROR line; an exception fails the calling test."""
+    from trainer import task  # the project's, importable from its tests
+
+    without_vertex_variables(monkeypatch, **(env or {}))
+    stderr = io.StringIO()
+    handler = logging.StreamHandler(stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        with contextlib.redirect_stderr(stderr):
+            code = task.main(args)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    return subprocess.CompletedProcess(["trainer.task", *args], code, "", stderr.getvalue())

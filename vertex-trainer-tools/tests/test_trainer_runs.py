@@ -1,0 +1,75 @@
+"""``vertex_trainer_tools.trainer_runs``: a project's ``trainer.task`` run by its tests as a
+process, as a chief and a worker with Vertex's ``CLUSTER_SPEC``, or as a call in the test's
+process, here with a stand-in trainer that prints what it was given."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from vertex_trainer_tools import trainer_runs
+from vertex_trainer_tools.testing import without_vertex
+
+TASK = """
+import json, logging, os, sys
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    logging.getLogger("trainer.task").info("given %s", argv)
+    task = json.loads(os.environ.get("CLUSTER_SPEC", "{}")).get("task")
+    print(json.dumps({"argv": argv, "task": task, "job": os.environ.get("CLOUD_ML_JOB_ID")}))
+    if "--fail" in argv:
+        print("ERROR: --fail: refused on purpose", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+def _project(tmp_path):
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "vertex.yaml").write_text("project: p\n")
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "__init__.py").write_text("")
+    (tmp_path / "trainer" / "task.py").write_text(TASK)
+    return tmp_path
+
+
+def test_a_call_in_process_drops_the_callers_vertex_variables_and_captures_its_lines(
+    tmp_path, monkeypatch
+):
+    project = _project(tmp_path)
+    monkeypatch.syspath_prepend(str(project))
+    for name in ("trainer", "trainer.task"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setenv("CLUSTER_SPEC", '{"task": {"type": "workerpool1"}}')
+    result = trainer_runs.run_in_process(["--fail"], monkeypatch, env={"CLOUD_ML_JOB_ID": "7"})
+    assert result.returncode == 2
+    assert "INFO trainer.task: given ['--fail']" in result.stderr
+    assert result.stderr.rstrip().endswith("ERROR: --fail: refused on purpose")
+    for name in ("trainer", "trainer.task"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+def test_a_process_and_two_replicas_with_their_cluster_specs(tmp_path):
+    project = _project(tmp_path / "project")
+    env = without_vertex(PYTHONUNBUFFERED="1")
+    failed = trainer_runs.run_trainer(["--fail"], env, timeout=120, project=project)
+    assert failed.returncode == 2 and "refused on purpose" in failed.stderr
+
+    runs = tmp_path / "runs"
+    processes = trainer_runs.start_two_replicas(runs, ["--x"], env, project)
+    trainer_runs.wait_all(processes, timeout=120)
+    for name, pool in (("chief", "workerpool0"), ("worker", "workerpool1")):
+        assert processes[name].returncode == 0
+        seen = json.loads((runs / f"{name}.log").read_text().splitlines()[-1])
+        assert seen["task"]["type"] == pool and seen["job"] == "4711"
+        assert seen["argv"] == [
+            "--x",
+            f"--model-dir={runs / name / 'model'}",
+            f"--checkpoint-dir={runs / name / 'checkpoints'}",
+        ]
