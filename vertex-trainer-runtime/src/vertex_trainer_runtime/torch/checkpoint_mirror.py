@@ -1,4 +1,4 @@
-"""YOU SHOULD NOT NEED TO CHANGE THIS: Hugging Face checkpoints that survive restarts.
+"""Hugging Face checkpoints that survive restarts.
 
 ``Trainer`` writes checkpoints in place on local disk and resuming crashes on a truncated one, so
 :class:`MirrorCheckpoints` publishes each finished checkpoint to the checkpoint dir in the
@@ -19,9 +19,9 @@ import tempfile
 import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
-from vertex_trainer_runtime import checkpoints, preemption, publisher
 
-from trainer import preemption_hook
+from vertex_trainer_runtime import checkpoints, preemption, publisher
+from vertex_trainer_runtime.torch import preemption_hook
 
 logger = logging.getLogger(__name__)
 
@@ -59,18 +59,18 @@ _ABSTAIN = 2**62
 
 
 def agreed_checkpoint(
-    checkpoint_dir: str, looks: bool = True, device=None
+    checkpoint_dir: str, looks: bool = True, device=None, check=validate
 ) -> tuple[int, checkpoints.Checkpoint | None]:
     """The step every node resumes from (-1: none), and this node's copy of it if it ``looks``.
 
-    Nodes may see different newest checkpoints (a stale /gcs/ listing, a failed validation): one
+    Nodes may see different newest checkpoints (a stale /gcs/ listing, a failed ``check``): one
     rank per node offers its newest usable step, and while offers differ every node offers again
     at or below the smallest. Every rank must call this."""
     bound = None
     while True:
         found = None
         if looks:
-            found = checkpoints.latest_complete(checkpoint_dir, validate=validate, max_step=bound)
+            found = checkpoints.latest_complete(checkpoint_dir, validate=check, max_step=bound)
         if not preemption_hook.distributed():
             return (found.step if found else -1), found
         step = found.step if found else -1
@@ -92,13 +92,15 @@ def agreed_checkpoint(
         bound = lowest
 
 
-def restore_agreed(checkpoint_dir: str, local_root: str, looks: bool, device=None) -> str | None:
+def restore_agreed(
+    checkpoint_dir: str, local_root: str, looks: bool, device=None, check=validate
+) -> str | None:
     """Copy the agreed checkpoint to ``local_root/checkpoint-N`` once per node; its path.
 
     ``looks``: this rank reads the checkpoint dir and writes ``local_root`` for its node (the
     node's local rank 0); the node's other ranks wait for it and use the same folder.
     """
-    step, found = agreed_checkpoint(checkpoint_dir, looks, device)
+    step, found = agreed_checkpoint(checkpoint_dir, looks, device, check)
     destination = os.path.join(local_root, f"{checkpoints.PREFIX}{step}")
     if looks:
         shutil.rmtree(local_root, ignore_errors=True)
@@ -114,7 +116,7 @@ def restore_agreed(checkpoint_dir: str, local_root: str, looks: bool, device=Non
 
 class MirrorCheckpoints(TrainerCallback):
     """Publishes each checkpoint the Trainer saves locally; also saves every ``minutes``, and
-    within two steps of a preemption ``notice`` (then training stops: ``trainer.preemption_hook``).
+    within two steps of a preemption ``notice`` (then training stops: ``preemption_hook``).
 
     The final step's checkpoint is saved before the final evaluation, not after it: a notice
     during that evaluation or the export then costs no training step.
