@@ -80,3 +80,17 @@ def test_sigterm_to_exit_reads_the_drill_line_and_holds_the_grace(tmp_path):
         job.sigterm_to_exit(grace=4)
     with pytest.raises(AssertionError, match="no SIGTERM drill line for workerpool1-0"):
         job.sigterm_to_exit("workerpool1-0")
+
+
+def test_a_trainer_started_as_a_replica_and_make_train_local_as_make_expands_it(tmp_path):
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "__init__.py").write_text("")
+    program = "import os, sys; print(sys.argv[1:], os.environ['SEEN']); sys.exit(3)\n"
+    (tmp_path / "trainer" / "task.py").write_text(program)
+    process = testing.start_trainer(tmp_path, ["--epochs=2"], tmp_path / "log", SEEN="yes")
+    assert testing.wait_trainer(process, timeout=60) == 3
+    assert (tmp_path / "log").read_text() == "['--epochs=2'] yes\n"
+
+    runner, trainer = testing.make_train_local(PROJECT, tmp_path / "out", "REPLICAS=2", "ARGS=--x")
+    assert f"--output-dir={tmp_path / 'out'}" in runner and "--replicas=2" in runner
+    assert trainer[-1] == "--x" and "--train-data=synthetic" in trainer

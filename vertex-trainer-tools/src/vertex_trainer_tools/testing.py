@@ -15,6 +15,7 @@ import json
 import os
 import random
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -282,6 +283,91 @@ class LocalJob:
         print(f"SIGTERM to exit of {replica}: {seconds:.1f} s (exit {code}, grace {grace:g} s)")
         assert seconds < grace, self.tail()
         return code, seconds
+
+
+def trainer_env(project: str | Path, **extra: str) -> dict[str, str]:
+    """This process's environment with ``project`` first on ``PYTHONPATH``, plus ``extra``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(project), env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+def start_trainer(
+    project: str | Path, argv: list[str], log_path: str | Path, **env: str
+) -> subprocess.Popen:
+    """``python -m trainer.task ARGV`` from ``project`` in a process group of its own (so that
+    ``kill`` ends its children too), output to ``log_path``: a replica as a test starts it."""
+    log = open(log_path, "wb")  # noqa: SIM115 - the child holds it; the test reads the file
+    with log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "trainer.task", *argv],
+            cwd=project,
+            env=trainer_env(project, **env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def wait_trainer(process: subprocess.Popen, timeout: float) -> int:
+    """The exit code; a process still running after ``timeout`` s is killed and fails the test."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill(process)
+        raise AssertionError(f"trainer still running after {timeout} s; killed") from None
+
+
+def make_train_local(
+    project: str | Path, output_dir: str | Path, *variables: str
+) -> tuple[list[str], list[str]]:
+    """(runner flags, trainer flags) of ``make train-local VARIABLES`` as make expands them, to
+    run through ``run_local_job`` exactly as the user's command would."""
+    printed = subprocess.run(
+        ["make", "-n", "--no-print-directory", "train-local", f"PYTHON={sys.executable}"]
+        + [f"OUTPUT_DIR={output_dir}", *variables],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    words = shlex.split(printed.replace("\\\n", " "))
+    split = words.index("--")
+    return words[words.index("local-run") + 1 : split], words[split + 1 :]
+
+
+def kill_drill(
+    output_dir: Path,
+    trainer_args: list[str],
+    *,
+    replicas: int = 2,
+    after: str = "checkpoint",
+    replica: str = CHIEF,
+    restart_job: bool | None = None,
+    signal: str = "KILL",
+    grace: float = SPOT_GRACE_SECONDS,
+    runner_args: list[str] = (),
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+    project: Path | None = None,
+) -> LocalJob:
+    """The preemption drill of the ``kill_and_resume`` fixture (which documents it), as a function:
+    a session-scoped fixture runs it once for the several tests that read one drill."""
+    drill = [f"--replicas={replicas}", f"--kill-after={after}", f"--kill-replica={replica}"]
+    drill += list(runner_args)
+    if signal != "KILL":
+        drill += [f"--kill-signal={signal}", f"--kill-grace={grace:g}"]
+    if restart_job is not None:
+        drill.append(f"--{'' if restart_job else 'no-'}restart-job-on-worker-restart")
+    job = run_local_job(output_dir, drill, list(trainer_args), timeout, env, project=project)
+    assert job.returncode == 0, job.tail()
+    assert f"kill drill: SIG{signal} to {replica}" in job.output, job.tail()
+    assert job.attempts(replica) == 2, job.tail()
+    if signal == "TERM":
+        assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), job.tail()
+        assert re.search(rf"kill drill: {replica} exited \d+ [\d.]+s after", job.output), job.tail()
+    return job
 
 
 def run_local_job(
