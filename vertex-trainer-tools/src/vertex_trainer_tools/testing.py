@@ -285,25 +285,18 @@ class LocalJob:
         return code, seconds
 
 
-def trainer_env(project: str | Path, **extra: str) -> dict[str, str]:
-    """This process's environment with ``project`` first on ``PYTHONPATH``, plus ``extra``."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(project), env.get("PYTHONPATH", "")])
-    env.update(extra)
-    return env
-
-
 def start_trainer(
     project: str | Path, argv: list[str], log_path: str | Path, **env: str
 ) -> subprocess.Popen:
     """``python -m trainer.task ARGV`` from ``project`` in a process group of its own (so that
     ``kill`` ends its children too), output to ``log_path``: a replica as a test starts it."""
+    path = os.environ.get("PYTHONPATH", "")
     log = open(log_path, "wb")  # noqa: SIM115 - the child holds it; the test reads the file
     with log:
         return subprocess.Popen(
             [sys.executable, "-m", "trainer.task", *argv],
             cwd=project,
-            env=trainer_env(project, **env),
+            env={**os.environ, "PYTHONPATH": f"{project}{os.pathsep}{path}", **env},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -335,39 +328,6 @@ def make_train_local(
     words = shlex.split(printed.replace("\\\n", " "))
     split = words.index("--")
     return words[words.index("local-run") + 1 : split], words[split + 1 :]
-
-
-def kill_drill(
-    output_dir: Path,
-    trainer_args: list[str],
-    *,
-    replicas: int = 2,
-    after: str = "checkpoint",
-    replica: str = CHIEF,
-    restart_job: bool | None = None,
-    signal: str = "KILL",
-    grace: float = SPOT_GRACE_SECONDS,
-    runner_args: list[str] = (),
-    timeout: float = 600,
-    env: dict[str, str] | None = None,
-    project: Path | None = None,
-) -> LocalJob:
-    """The preemption drill of the ``kill_and_resume`` fixture (which documents it), as a function:
-    a session-scoped fixture runs it once for the several tests that read one drill."""
-    drill = [f"--replicas={replicas}", f"--kill-after={after}", f"--kill-replica={replica}"]
-    drill += list(runner_args)
-    if signal != "KILL":
-        drill += [f"--kill-signal={signal}", f"--kill-grace={grace:g}"]
-    if restart_job is not None:
-        drill.append(f"--{'' if restart_job else 'no-'}restart-job-on-worker-restart")
-    job = run_local_job(output_dir, drill, list(trainer_args), timeout, env, project=project)
-    assert job.returncode == 0, job.tail()
-    assert f"kill drill: SIG{signal} to {replica}" in job.output, job.tail()
-    assert job.attempts(replica) == 2, job.tail()
-    if signal == "TERM":
-        assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), job.tail()
-        assert re.search(rf"kill drill: {replica} exited \d+ [\d.]+s after", job.output), job.tail()
-    return job
 
 
 def run_local_job(

@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 from vertex_trainer_tools import testing
+from vertex_trainer_tools.pytest_plugin import kill_drill
 from vertex_trainer_tools.testing import is_vertex_variable
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -136,7 +137,9 @@ def base_args(tiny_bert: str, csv_data: dict, job_dir) -> list[str]:
 
 
 def trainer_env(**extra) -> dict[str, str]:
-    return testing.trainer_env(PROJECT, **extra)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PROJECT + os.pathsep + env.get("PYTHONPATH", "")
+    return {**env, **extra}
 
 
 def start(argv: list[str], log_path, **env) -> subprocess.Popen:
@@ -172,7 +175,7 @@ def _emulated_job(folder, trainer_args, project, drill=None, **options):
     with pytest.MonkeyPatch.context() as patch:
         isolate(patch, folder)
         if drill:
-            return testing.kill_drill(folder / "out", trainer_args, project=project, **options)
+            return kill_drill(folder / "out", trainer_args, project=project, **options)
         flags = [f"--replicas={options.get('replicas', 1)}"]
         return testing.run_local_job(folder / "out", flags, trainer_args, 600, project=project)
 
