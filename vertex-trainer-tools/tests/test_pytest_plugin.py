@@ -80,3 +80,9 @@ def test_sigterm_to_exit_reads_the_drill_line_and_holds_the_grace(tmp_path):
         job.sigterm_to_exit(grace=4)
     with pytest.raises(AssertionError, match="no SIGTERM drill line for workerpool1-0"):
         job.sigterm_to_exit("workerpool1-0")
+
+
+def test_make_train_local_as_make_expands_it(tmp_path):
+    runner, trainer = testing.make_train_local(PROJECT, tmp_path / "out", "REPLICAS=2", "ARGS=--x")
+    assert f"--output-dir={tmp_path / 'out'}" in runner and "--replicas=2" in runner
+    assert trainer[-1] == "--x" and "--train-data=synthetic" in trainer

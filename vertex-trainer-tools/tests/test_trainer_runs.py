@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from vertex_trainer_tools import trainer_runs
 from vertex_trainer_tools.testing import without_vertex
 
@@ -63,7 +65,7 @@ def test_a_process_and_two_replicas_with_their_cluster_specs(tmp_path):
 
     runs = tmp_path / "runs"
     processes = trainer_runs.start_two_replicas(runs, ["--x"], env, project)
-    trainer_runs.wait_all(processes, timeout=120)
+    assert trainer_runs.wait_all(processes, timeout=120) == [0, 0]
     for name, pool in (("chief", "workerpool0"), ("worker", "workerpool1")):
         assert processes[name].returncode == 0
         seen = json.loads((runs / f"{name}.log").read_text().splitlines()[-1])
@@ -73,3 +75,17 @@ def test_a_process_and_two_replicas_with_their_cluster_specs(tmp_path):
             f"--model-dir={runs / name / 'model'}",
             f"--checkpoint-dir={runs / name / 'checkpoints'}",
         ]
+
+
+def test_a_wrapper_program_and_a_process_past_its_timeout(tmp_path):
+    project = _project(tmp_path / "project")
+    env = without_vertex(PYTHONUNBUFFERED="1")
+    wrapped = "import sys; print('wrapped', sys.argv[1:]); sys.exit(3)"
+    log = tmp_path / "wrapped.log"
+    process = trainer_runs.start_trainer(["--y"], env, log, project, code=wrapped)
+    assert trainer_runs.wait_all([process], timeout=120) == [3]
+    assert log.read_text() == "wrapped ['--y']\n"
+    sleeper = trainer_runs.start_trainer([], env, None, project, code="import time; time.sleep(60)")
+    with pytest.raises(AssertionError, match="ran past 0.5 s"):
+        trainer_runs.wait_all([sleeper], timeout=0.5)
+    assert sleeper.poll() is not None  # killed

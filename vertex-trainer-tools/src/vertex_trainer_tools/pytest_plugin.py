@@ -29,11 +29,50 @@ import pytest
 from vertex_trainer_tools import base_image
 from vertex_trainer_tools.experiments_stand_in import ExperimentsServer, TrackedRun
 from vertex_trainer_tools.project import CONFIG_FILE, project_root
-from vertex_trainer_tools.testing import CHIEF, LocalJob, run_local_job, with_reduction_server
+from vertex_trainer_tools.testing import (
+    CHIEF,
+    SPOT_GRACE_SECONDS,
+    LocalJob,
+    run_local_job,
+    with_reduction_server,
+)
 
 # Extra build arguments for a machine that needs them (space-separated NAME=VALUE, e.g.
 # PIP_FIND_LINKS=... for a folder of wheels): the image of a real `make build` has none.
 BUILD_ARGS_ENV = "TEST_DOCKER_BUILD_ARGS"
+
+
+def kill_drill(
+    output_dir: Path,
+    trainer_args: list[str],
+    *,
+    replicas: int = 2,
+    after: str = "checkpoint",
+    replica: str = CHIEF,
+    restart_job: bool | None = None,
+    signal: str = "KILL",
+    grace: float = SPOT_GRACE_SECONDS,
+    runner_args: list[str] = (),
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+    project: Path | None = None,
+) -> LocalJob:
+    """The preemption drill of the ``kill_and_resume`` fixture (which documents it), as a function:
+    a session-scoped fixture runs it once for the several tests that read one drill."""
+    drill = [f"--replicas={replicas}", f"--kill-after={after}", f"--kill-replica={replica}"]
+    drill += list(runner_args)
+    if signal != "KILL":
+        drill += [f"--kill-signal={signal}", f"--kill-grace={grace:g}"]
+    if restart_job is not None:
+        drill.append(f"--{'' if restart_job else 'no-'}restart-job-on-worker-restart")
+    job = run_local_job(output_dir, drill, list(trainer_args), timeout, env, project=project)
+    assert job.returncode == 0, job.tail()
+    assert f"kill drill: SIG{signal} to {replica}" in job.output, job.tail()
+    assert job.attempts(replica) == 2, job.tail()
+    if signal == "TERM":
+        assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), job.tail()
+        assert re.search(rf"kill drill: {replica} exited \d+ [\d.]+s after", job.output), job.tail()
+    return job
 
 
 @pytest.fixture
@@ -76,7 +115,7 @@ def local_job(vertex_project):
 
 
 @pytest.fixture
-def kill_and_resume(local_job):
+def kill_and_resume(vertex_project):
     """``kill_and_resume(output_dir, trainer_args, replicas=2, after="checkpoint", ...)``.
 
     The preemption drill: the emulator stops ``replica`` once ``after`` is reached (a
@@ -88,36 +127,8 @@ def kill_and_resume(local_job):
     output when the drill did not fire or the job failed.
     """
 
-    def run(
-        output_dir: Path,
-        trainer_args: Sequence[str] = (),
-        *,
-        replicas: int = 2,
-        after: str = "checkpoint",
-        replica: str = CHIEF,
-        restart_job: bool | None = None,
-        signal: str = "KILL",
-        grace: float = 30,
-        runner_args: Sequence[str] = (),
-        **options,
-    ) -> LocalJob:
-        drill = [f"--kill-after={after}", f"--kill-replica={replica}", *runner_args]
-        if signal != "KILL":
-            drill += [f"--kill-signal={signal}", f"--kill-grace={grace:g}"]
-        if restart_job is not None:
-            drill.append(f"--{'' if restart_job else 'no-'}restart-job-on-worker-restart")
-        job = local_job(output_dir, trainer_args, replicas=replicas, runner_args=drill, **options)
-        assert job.returncode == 0, job.tail()
-        assert f"kill drill: SIG{signal} to {replica}" in job.output, job.tail()
-        assert job.attempts(replica) == 2, job.tail()
-        if signal == "TERM":
-            assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), (
-                job.tail()
-            )
-            assert re.search(rf"kill drill: {replica} exited \d+ [\d.]+s after", job.output), (
-                job.tail()
-            )
-        return job
+    def run(output_dir: Path, trainer_args: Sequence[str] = (), **options) -> LocalJob:
+        return kill_drill(output_dir, list(trainer_args), project=vertex_project, **options)
 
     return run
 

@@ -15,6 +15,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -297,6 +298,24 @@ class LocalJob:
         print(f"SIGTERM to exit of {replica}: {seconds:.1f} s (exit {code}, grace {grace:g} s)")
         assert seconds < grace, self.tail()
         return code, seconds
+
+
+def make_train_local(
+    project: str | Path, output_dir: str | Path, *variables: str
+) -> tuple[list[str], list[str]]:
+    """(runner flags, trainer flags) of ``make train-local VARIABLES`` as make expands them, to
+    run through ``run_local_job`` exactly as the user's command would."""
+    printed = subprocess.run(
+        ["make", "-n", "--no-print-directory", "train-local", f"PYTHON={sys.executable}"]
+        + [f"OUTPUT_DIR={output_dir}", *variables],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    words = shlex.split(printed.replace("\\\n", " "))
+    split = words.index("--")
+    return words[words.index("local-run") + 1 : split], words[split + 1 :]
 
 
 def run_local_job(

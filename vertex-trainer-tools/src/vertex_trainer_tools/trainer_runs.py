@@ -21,15 +21,19 @@ from vertex_trainer_tools.testing import cluster_spec, free_ports, is_vertex_var
 
 
 def start_trainer(
-    args: list[str], env: dict[str, str], log: Path | None = None, project: Path | None = None
+    args: list[str],
+    env: dict[str, str],
+    log: Path | None = None,
+    project: Path | None = None,
+    code: str = "",
 ) -> subprocess.Popen:
-    """``python -m trainer.task ARGS`` from the project's folder with exactly ``env``, in its own
-    process group (so a kill takes all of it); its output goes to the file ``log`` (else pipes
-    the caller reads)."""
+    """``python -m trainer.task ARGS`` (or ``python -c CODE ARGS``, a test's wrapper around it)
+    from the project's folder with exactly ``env``, in its own process group (so a kill takes
+    all of it); its output goes to the file ``log`` (else pipes the caller reads)."""
     output = open(log, "w") if log else subprocess.PIPE
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "trainer.task", *args],
+            [sys.executable, *(["-c", code] if code else ["-m", "trainer.task"]), *args],
             cwd=project or project_root(),
             env=env,
             stdout=output,
@@ -79,16 +83,20 @@ def start_two_replicas(
     return processes
 
 
-def wait_all(processes: dict[str, subprocess.Popen], timeout: float) -> None:
-    """Wait until every process ended; past ``timeout`` kill them all and fail the test."""
+def wait_all(
+    processes: dict[str, subprocess.Popen] | list[subprocess.Popen], timeout: float
+) -> list[int]:
+    """Their exit codes once every process ended; past ``timeout`` kill them all and fail."""
+    running = list(processes.values()) if isinstance(processes, dict) else list(processes)
     try:
         deadline = time.monotonic() + timeout
-        while any(process.poll() is None for process in processes.values()):
-            assert time.monotonic() < deadline, f"the replicas ran past {timeout:g} s"
+        while any(process.poll() is None for process in running):
+            assert time.monotonic() < deadline, f"the trainer processes ran past {timeout:g} s"
             time.sleep(0.1)
     finally:
-        for process in processes.values():
+        for process in running:
             kill(process)
+    return [process.returncode for process in running]
 
 
 def without_vertex_variables(monkeypatch, **env: str) -> None:

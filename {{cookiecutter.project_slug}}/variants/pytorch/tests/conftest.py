@@ -10,12 +10,13 @@ from __future__ import annotations
 import csv
 import os
 import random
-import re
 import subprocess
-import sys
+from pathlib import Path
 
 import pytest
-from vertex_trainer_tools.testing import CHIEF, is_vertex_variable, kill, run_local_job
+from vertex_trainer_tools import testing, trainer_runs
+from vertex_trainer_tools.pytest_plugin import kill_drill
+from vertex_trainer_tools.testing import is_vertex_variable
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_SEQ_LENGTH = 64
@@ -84,15 +85,12 @@ SMOKE_JOB = pytest.mark.xdist_group("pytorch-smoke-job")
 def smoke_job(tiny_bert, vertex_project, tmp_path_factory):
     """``local_job`` of ``smoke_args``: one replica, as ``make train-local`` runs it."""
     args = smoke_args(tiny_bert)
-    return _emulated_job(tmp_path_factory.mktemp("smoke"), [], args, vertex_project)
+    return _emulated_job(tmp_path_factory.mktemp("smoke"), args, vertex_project)
 
 
 def write_csv(path, rows: dict[str, list]) -> str:
-    names = list(rows)
     with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(names)
-        writer.writerows(zip(*(rows[name] for name in names), strict=True))
+        csv.writer(handle).writerows([list(rows), *zip(*rows.values(), strict=True)])
     return str(path)
 
 
@@ -142,35 +140,21 @@ def base_args(tiny_bert: str, csv_data: dict, job_dir) -> list[str]:
 def trainer_env(**extra) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = PROJECT + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(extra)
-    return env
+    return {**env, **extra}
 
 
 def start(argv: list[str], log_path, **env) -> subprocess.Popen:
     """``python -m trainer.task argv`` in its own process group, output to ``log_path``."""
-    log = open(log_path, "wb")  # noqa: SIM115 - closed by the child's exit; kept for reading
-    return subprocess.Popen(
-        [sys.executable, "-m", "trainer.task", *argv],
-        cwd=PROJECT,
-        env=trainer_env(**env),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    return trainer_runs.start_trainer(argv, trainer_env(**env), log_path, Path(PROJECT))
 
 
 def wait(process: subprocess.Popen, timeout: float) -> int:
-    try:
-        return process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill(process)
-        raise AssertionError(f"trainer still running after {timeout} s; killed") from None
+    """The exit code; a process still running after ``timeout`` s is killed, the test failed."""
+    return trainer_runs.wait_all([process], timeout)[0]
 
 
-# One SIGTERM drill on 2 replicas at real step times is read by two modules: its notice in the
-# first steps (test_pytorch_notice_drills.py) and its rerun's weights, which must be those of
-# the same job never stopped (test_pytorch_local_run.py, whose plain 2-replica test reads that
-# uninterrupted job). The tests that read them run on one worker (``make test-all``'s
+# One SIGTERM drill on 2 replicas at real step times and the same job never stopped are read by
+# several tests of test_pytorch_local_run.py. They run on one worker (``make test-all``'s
 # ``--dist loadgroup``), so each job runs once.
 TWO_REPLICA_JOBS = pytest.mark.xdist_group("pytorch-two-replica-jobs")
 DRILL_STEPS = 5  # a checkpoint after every step; the notice comes in step 2 or 3
@@ -188,35 +172,33 @@ def sigterm_drill_args(tiny_bert: str, csv_data: dict) -> list[str]:
     return drill_args(tiny_bert, csv_data, f"--max-steps={DRILL_STEPS}", "--save-steps=1")
 
 
-def _emulated_job(folder, runner_args, trainer_args, project, env=None):
+def _emulated_job(folder, trainer_args, project, drill=None, **options):
+    """``run_local_job`` (or ``kill_drill`` with the options of ``kill_and_resume``) of
+    ``trainer_args`` in ``folder``, isolated as each test is."""
     with pytest.MonkeyPatch.context() as patch:
         isolate(patch, folder)
-        return run_local_job(folder / "out", runner_args, trainer_args, 600, env, project=project)
+        if drill:
+            return kill_drill(folder / "out", trainer_args, project=project, **options)
+        flags = [f"--replicas={options.get('replicas', 1)}"]
+        return testing.run_local_job(folder / "out", flags, trainer_args, 600, project=project)
 
 
 @pytest.fixture(scope="session")
 def sigterm_drill_2_replicas(tiny_bert, csv_data, vertex_project, tmp_path_factory):
     """SIGTERM to the chief once its first checkpoint is complete, at 2.5 s a step, then the
-    whole job rerun (what ``kill_and_resume(..., signal="TERM", restart_job=True)`` runs);
-    the job as it ended, checked as that fixture checks it."""
-    runner_args = ["--replicas=2", "--kill-after=checkpoint", f"--kill-replica={CHIEF}"]
-    runner_args += ["--kill-signal=TERM", f"--kill-grace={GRACE:g}"]
-    runner_args += ["--restart-job-on-worker-restart"]
+    whole job rerun: ``kill_and_resume(..., signal="TERM", restart_job=True)`` run once."""
     from vertex_trainer_runtime.preemption import DRILL_STEP_SECONDS_ENV
 
-    job = _emulated_job(
+    return _emulated_job(
         tmp_path_factory.mktemp("sigterm-drill"),
-        runner_args,
         sigterm_drill_args(tiny_bert, csv_data),
         vertex_project,
+        drill=True,
+        restart_job=True,
+        signal="TERM",
+        grace=GRACE,
         env={DRILL_STEP_SECONDS_ENV: DRILL_STEP_SECONDS},
     )
-    assert job.returncode == 0, job.tail()
-    assert f"kill drill: SIGTERM to {CHIEF}" in job.output, job.tail()
-    assert job.attempts(CHIEF) == 2, job.tail()
-    assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), job.tail()
-    assert re.search(rf"kill drill: {CHIEF} exited \d+ [\d.]+s after", job.output), job.tail()
-    return job
 
 
 @pytest.fixture(scope="session")
@@ -224,4 +206,4 @@ def uninterrupted_2_replicas(tiny_bert, csv_data, vertex_project, tmp_path_facto
     """The SIGTERM drill's job on 2 replicas, never stopped."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     args = sigterm_drill_args(tiny_bert, csv_data)
-    return _emulated_job(folder, ["--replicas=2"], args, vertex_project)
+    return _emulated_job(folder, args, vertex_project, replicas=2)

@@ -14,7 +14,6 @@ import json
 import os
 
 import pytest
-import torch
 from conftest import (
     MAX_SEQ_LENGTH,
     PROJECT,
@@ -25,9 +24,8 @@ from conftest import (
     wait,
     write_csv,
 )
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import cluster_spec, free_ports, kill
-
-from trainer import training_order
 
 TRAIN_ROWS = 101  # odd: no batch size or replica count divides it
 BATCH_SIZE = 8
@@ -57,9 +55,9 @@ transformers.Trainer.training_step = _traced_training_step
 if os.environ.get("STOP_AFTER_CHECKPOINT"):
     import torch.distributed as dist
 
-    from trainer import resume
+    from vertex_trainer_runtime.torch.checkpoint_mirror import MirrorCheckpoints
 
-    _on_save = resume.MirrorCheckpoints.on_save
+    _on_save = MirrorCheckpoints.on_save
 
     def _on_save_then_stop(self, args, state, control, **kwargs):
         result = _on_save(self, args, state, control, **kwargs)
@@ -71,32 +69,8 @@ if os.environ.get("STOP_AFTER_CHECKPOINT"):
             os._exit(137)
         return result
 
-    resume.MirrorCheckpoints.on_save = _on_save_then_stop
+    MirrorCheckpoints.on_save = _on_save_then_stop
 '''
-
-
-@pytest.mark.parametrize("grouped", [True, False], ids=["group-by-length", "random"])
-def test_epoch_order_depends_on_seed_and_epoch_only(grouped):
-    """Whatever the global RNG went through (dropout draws differ per rank), the order is the
-    same for the same seed and epoch: a permutation, another one each epoch."""
-    lengths = [(7 * i) % 23 + 1 for i in range(TRAIN_ROWS)] if grouped else None
-
-    def order(epoch: int, rng_draws: int) -> list[int]:
-        torch.rand(rng_draws)  # moves the global RNG, as a rank's dropout does
-        sampler = training_order.EpochOrder(
-            TRAIN_ROWS, seed=42, lengths=lengths, batch_size=BATCH_SIZE
-        )
-        sampler.set_epoch(epoch)
-        return list(sampler)
-
-    first = order(1, rng_draws=3)
-    assert first == order(1, rng_draws=1000)
-    assert sorted(first) == list(range(TRAIN_ROWS))
-    assert order(2, rng_draws=5) != first
-    if grouped:  # each batch holds similar lengths: spreads far below the whole set's
-        batches = [first[i : i + BATCH_SIZE] for i in range(0, TRAIN_ROWS, BATCH_SIZE)]
-        spreads = [max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches]
-        assert sum(spreads) / len(spreads) < (max(lengths) - min(lengths)) / 2
 
 
 @pytest.fixture(scope="module")
@@ -218,17 +192,27 @@ def two_replicas_grouped(tiny_bert, odd_csv, tmp_path_factory):
 @pytest.mark.distributed
 @TWO_REPLICAS
 @pytest.mark.parametrize("grouping", ["--group-by-length", "--no-group-by-length"])
-def test_two_replicas_train_on_every_example_once_per_epoch(
+def test_two_ranks_train_on_every_example_once_per_epoch(
     tiny_bert, odd_csv, tmp_path, grouping, request
 ):
     """Every row once per epoch; the last step is filled up with at most global batch - 1
-    rows from the start of the epoch's order (accelerate's even batches), never more."""
+    rows from the start of the epoch's order (accelerate's even batches), never more.
+    --group-by-length: 2 replicas; --no-group-by-length: 2 torchrun workers on one replica,
+    which must get the flag (each saved the TrainingArguments it trained with)."""
+    import torch
+
     ids = _example_ids(tiny_bert, odd_csv["train"])
     if grouping == "--group-by-length":
         trace_dir = request.getfixturevalue("two_replicas_grouped")
     else:
-        _run(_args(tiny_bert, odd_csv, tmp_path / "job", grouping), tmp_path, "run", replicas=2)
+        argv = _args(tiny_bert, odd_csv, tmp_path / "job", grouping, "--nproc-per-node=2")
+        assert "Processes: 2" in _run(argv, tmp_path, "run", replicas=1)[0]
         trace_dir = tmp_path / "run"
+        latest = checkpoints.latest_complete(str(tmp_path / "job" / "checkpoints"))
+        worker_args = torch.load(f"{latest.path}/training_args.bin", weights_only=False)
+        assert worker_args.world_size == 2
+        assert getattr(worker_args, "train_sampling_strategy", "random") != "group_by_length"
+        assert not getattr(worker_args, "group_by_length", False)
     per_epoch = _steps_per_epoch(2)
     padding = per_epoch * BATCH_SIZE * 2 - TRAIN_ROWS
     assert 0 < padding < BATCH_SIZE * 2

@@ -26,9 +26,8 @@ from conftest import (
     write_csv,
 )
 from vertex_trainer_runtime import checkpoints
+from vertex_trainer_runtime.torch import throughput
 from vertex_trainer_tools.testing import read_metrics
-
-from trainer import throughput
 
 
 def _no_cuda_reason() -> str:

@@ -6,11 +6,10 @@ import ast
 import logging
 
 import pytest
-import torch
 from conftest import base_args
+from vertex_trainer_runtime.torch import batches
 
-from trainer import batches, task, throughput, train
-from trainer import model as models
+from trainer import task, train
 
 
 @pytest.fixture
@@ -25,67 +24,10 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def _example(length: int) -> dict[str, list[int]]:
-    """A tokenized example of ``length`` tokens (ids of the tiny vocabulary)."""
-    return {
-        "input_ids": [5 + index % 50 for index in range(length)],
-        "attention_mask": [1] * length,
-    }
-
-
-@pytest.mark.parametrize(
-    ("name", "peak"),
-    [
-        ("NVIDIA H100 80GB HBM3", 989.0),
-        ("NVIDIA H100 PCIe", 756.0),
-        ("NVIDIA H200", 989.0),
-        ("NVIDIA A100-SXM4-40GB", 312.0),
-        ("NVIDIA L4", 121.0),
-        ("Tesla T4", 65.0),
-        ("Tesla V100-SXM2-16GB", 125.0),
-        ("NVIDIA L40S", None),  # not an L4
-        ("NVIDIA GeForce RTX 4090", None),
-    ],
-)
-def test_peak_by_gpu_name(name, peak):
-    assert throughput.peak_tflops(name) == peak
-
-
-def test_batches_are_padded_to_multiples_of_64_and_unpadded_ones_lose_the_mask(tiny_bert):
-    tokenizer = models.load_tokenizer(tiny_bert)
-    collate = batches.PaddingCollator(tokenizer, pad_to_multiple_of=64)
-    batch = collate([_example(5), _example(70)])
-    assert batch["input_ids"].shape == (2, 128)
-    assert batch["attention_mask"].sum() == 75
-    batch = collate([_example(64), _example(64)])
-    assert batch["input_ids"].shape == (2, 64) and "attention_mask" not in batch
-    assert batches.padding_multiple(compiled=True, mixed_precision=True) == 64
-    assert batches.padding_multiple(compiled=False, mixed_precision=True) == 8
-    assert batches.padding_multiple(compiled=False, mixed_precision=False) is None
-
-
-@pytest.mark.slow  # 13-45 s on 2 loaded cores: tracing the tiny BERT
-def test_new_batch_lengths_padded_to_64_compile_nothing_new(tiny_bert, fresh_dynamo):
-    """Guards, not code generation, decide recompiles: the "eager" backend shows them cheaply."""
-    counters = fresh_dynamo
-    tokenizer = models.load_tokenizer(tiny_bert)
-    model = models.load_model(tiny_bert, ["negative", "positive"]).eval()
-    collate = batches.PaddingCollator(tokenizer, pad_to_multiple_of=64)
-    compiled = torch.compile(model, backend="eager")
-    graphs = []
-    for length in (3, 9, 17, 30, 45, 63):  # a new longest length in every batch, all under 64
-        features = [_example(length), _example(2)]
-        with torch.no_grad():
-            compiled(**collate(features))
-        graphs.append(counters["stats"]["unique_graphs"])
-    assert graphs[0] >= 1
-    assert graphs == [graphs[0]] * len(graphs), f"recompiled: {graphs}"
-
-
 def test_speed_is_logged_each_interval_and_time_spent_at_the_end(
     tiny_bert, csv_data, tmp_path, caplog
 ):
-    caplog.set_level(logging.INFO, logger="trainer")
+    caplog.set_level(logging.INFO)  # the trainer's and the runtime's loggers
     argv = [*base_args(tiny_bert, csv_data, tmp_path / "job"), "--max-steps=6"]
     argv += ["--logging-steps=2", "--save-steps=3", "--eval-steps=3"]
 
@@ -102,31 +44,6 @@ def test_speed_is_logged_each_interval_and_time_spent_at_the_end(
     spent = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Time spent")]
     assert len(spent) == 1
     assert "in 2 checkpoints" in spent[0] and "in 2 evaluations" in spent[0], spent
-
-
-def test_rates_count_non_pad_tokens_and_model_flops():
-    from transformers import BertConfig, BertForSequenceClassification
-
-    config = BertConfig(
-        vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128,
-    )  # fmt: skip
-    model = BertForSequenceClassification(config)
-    speed = throughput.Throughput(model)
-    speed.peak = 100.0  # as on a GPU of 100 TFLOPS
-    mask = torch.tensor([[1] * 64, [1] * 10 + [0] * 54])
-    speed.count({"input_ids": torch.zeros(2, 64, dtype=torch.long), "attention_mask": mask})
-    speed.count({"input_ids": torch.zeros(2, 64, dtype=torch.long)})  # no padding, no mask
-    rates = speed.rates(seconds=2.0, steps=2, world_size=2)
-    assert rates["samples_per_second"] == 4.0  # 4 examples per process, 2 processes, 2 s
-    assert rates["tokens_per_second"] == 2 * (74 + 128) / 2.0
-    assert rates["padded_tokens_per_second"] == 2 * 256 / 2.0
-    assert rates["step_seconds"] == 1.0
-    embedding = sum(p.numel() for p in model.bert.embeddings.parameters())
-    non_embedding = sum(p.numel() for p in model.parameters()) - embedding
-    flops = 6 * non_embedding * 256 + 12 * 2 * 32 * 64 * 256
-    assert rates["model_tflops"] == pytest.approx(flops / 2.0 / 1e12, abs=0.01)
-    assert rates["mfu"] == pytest.approx(rates["model_tflops"] / 100.0, abs=1e-4)
 
 
 def _losses(output: str) -> list[float]:

@@ -1,5 +1,6 @@
 """YOU MAY MODIFY: the text-classification data: IMDB by default, CSV/JSONL/Parquet files
-(``input_files.py``), or a synthetic set; ``tokenize`` prepares it for the model.
+(read and checked by ``vertex_trainer_runtime.torch.input_files``), or a synthetic set;
+``tokenize`` prepares it for the model.
 
 Everything goes through ``datasets`` (memory-mapped Arrow, cached batched ``map``); examples are
 padded per batch by the collator, not here. Class labels: ``labels.py``.
@@ -15,9 +16,9 @@ import datasets
 import numpy as np
 import pyarrow.compute as pc
 from vertex_trainer_runtime import cli
+from vertex_trainer_runtime.torch.input_files import load_files
 
 from trainer.flags import Data
-from trainer.input_files import load_files
 from trainer.labels import class_names, label_mapper
 
 logger = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ import sys
 import torch
 from transformers import AutoModelForSequenceClassification
 from vertex_trainer_runtime import cli
+from vertex_trainer_runtime.torch import input_files
 
-from trainer import input_files
 from trainer import model as models
 
 

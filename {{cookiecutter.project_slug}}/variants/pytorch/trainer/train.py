@@ -1,8 +1,8 @@
 """YOU MAY MODIFY: the training loop, Hugging Face ``Trainer`` fed from the flags' sections.
 
 ``run`` trains here, or relaunches ``trainer.task`` under torchrun when there are several
-processes (``trainer.distributed``); rank 0 exports. The last tuning value is the exported
-model's eval accuracy.
+processes (``vertex_trainer_runtime.torch.distributed``); rank 0 exports. The last tuning value
+is the exported model's eval accuracy.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from transformers import TrainingArguments, set_seed
 from transformers.utils import logging as hf_logging
 from vertex_trainer_runtime import cli, preemption
 from vertex_trainer_runtime.context import RunContext
+from vertex_trainer_runtime.torch import distributed
 
-from trainer import data, distributed
+from trainer import data
 from trainer import model as models
 from trainer.flags import Flags
 from trainer.metric import METRIC
@@ -59,7 +60,7 @@ def run(flags: Flags, ctx: RunContext) -> int:
             # Once per node, before the workers start; the same model on every node.
             path = _build_scratch(flags, raw, os.path.join(work_dir, SCRATCH_MODEL))
             extra.append(f"--model-name-or-path={path}")
-        return distributed.launch(job, distributed.worker_argv(extra))
+        return distributed.launch(job, distributed.worker_argv(extra), module="trainer.task")
 
 
 def _plain_logs() -> None:
@@ -208,7 +209,9 @@ def _load(flags: Flags, training_args: TrainingArguments, work_dir: str):
 def _trainer(flags: Flags, training_args, model, tokenizer, splits, callbacks, board):
     """The Hugging Face ``Trainer`` with ``callbacks``, then the progress and speed logs and
     TensorBoard in ``board`` (an ``OutputDir``, or None), and this trainer's batches."""
-    from trainer import batches, reporting, throughput
+    from vertex_trainer_runtime.torch import batches, throughput
+
+    from trainer import reporting
 
     speed = throughput.Throughput(model, training_args.device)
     # The speed before TensorBoard: it adds its figures to the logs TensorBoard writes.
@@ -235,8 +238,9 @@ def _train(flags: Flags, ctx: RunContext, work_dir: str) -> int:
     # Imported here: they import transformers' Trainer (seconds), which a replica that only
     # launches torchrun workers never uses.
     from vertex_trainer_runtime import tracking
+    from vertex_trainer_runtime.torch import preemption_hook
 
-    from trainer import preemption_hook, reporting, resume
+    from trainer import reporting, resume
 
     # SIGTERM saves at an agreed step once training began (MirrorCheckpoints.on_train_begin
     # installs the handler, before data loader workers fork); until then it ends the process.
@@ -257,20 +261,13 @@ def _train(flags: Flags, ctx: RunContext, work_dir: str) -> int:
         )
     set_seed(flags.shared.seed)
     model, tokenizer, train_set, eval_set = _load(flags, training_args, work_dir)
-    resume_from = resume.restore_agreed(
-        checkpoint_dir,
-        os.path.join(work_dir, "resume"),
-        looks=training_args.local_process_index == 0,
-        device=training_args.device,
-    )
-    if resume_from and is_rank0:
-        logger.info("Resuming from %s", os.path.basename(resume_from))
+    resume_from = resume.restore(checkpoint_dir, work_dir, training_args)
 
     # job.experiment: the chief's rank 0 logs to the job's Experiment run.
     tracker = tracking.start(flags, is_rank0 and ctx.cluster.is_chief, ctx.cluster.trial)
     report = reporting.ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0), tracker)
     minutes = flags.shared.checkpoint_minutes
-    mirror = resume.MirrorCheckpoints(checkpoint_dir, minutes, KEEP_CHECKPOINTS, notice)
+    mirror = resume.mirror(checkpoint_dir, minutes, KEEP_CHECKPOINTS, notice)
     board = ctx.tensorboard_dir if is_rank0 else None
     splits = (train_set, eval_set)
     trainer = _trainer(flags, training_args, model, tokenizer, splits, [report, mirror], board)

@@ -1,8 +1,9 @@
-"""YOU MAY MODIFY (to read another format): ``--train-data``/``--eval-data`` files, CSV, JSON
-Lines or Parquet (a file, a folder or a glob; local, ``/gcs/`` or ``gs://``), checked first.
+"""Data files as ``datasets`` tables: CSV, JSON Lines or Parquet (a file, a folder or a glob;
+local, ``/gcs/`` or ``gs://``), checked first.
 
 Non-UTF-8 text, binary files, header-only files and repeated column names are refused with one
-line naming the file and line. ``predict.py`` reads its ``--input-file`` tables here too.
+line naming the file and line. The trainer's ``data.py`` reads ``--train-data``/``--eval-data``
+here, its ``predict.py`` the ``--input-file`` tables.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 
 import datasets
 import pyarrow.parquet as pq
+
 from vertex_trainer_runtime import cli, runtime
 
 _BUILDERS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}

@@ -1,6 +1,5 @@
-"""YOU SHOULD NOT NEED TO CHANGE THIS: PyTorch's side of a preemption notice
-(``vertex_trainer_runtime.preemption``): every rank saves the same step, within two steps of
-SIGTERM.
+"""PyTorch's side of a preemption notice (``vertex_trainer_runtime.preemption``): every
+rank saves the same step, within two steps of SIGTERM.
 
 Under DDP the ranks share their flags ("did my replica get SIGTERM?", "is a timed save due?")
 each step in a tiny background all-reduce (MAX) on a gloo group of their own, started when a
@@ -13,6 +12,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+
 from vertex_trainer_runtime import preemption
 
 

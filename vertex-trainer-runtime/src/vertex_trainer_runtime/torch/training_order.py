@@ -1,4 +1,4 @@
-"""YOU SHOULD NOT NEED TO CHANGE THIS: each epoch's training order is a function of the seed and
+"""Each epoch's training order is a function of the seed and
 the epoch only, the same on every rank and again after a resume (transformers' samplers draw
 from the global RNG, which differs between ranks and is restored only after the order is drawn).
 """

@@ -1,9 +1,9 @@
-"""YOU SHOULD NOT NEED TO CHANGE THIS: one DDP job across Vertex replicas, a torchrun agent
-per replica and a process per GPU.
+"""One DDP job across Vertex replicas: a torchrun agent per replica, a process per GPU.
 
 ``vertex_trainer_runtime.runtime`` turns ``CLUSTER_SPEC`` into the node count, this node's
-rank and the chief's address (pools 0 and 1 train); ``torch.distributed.run`` starts
-``python -m trainer.task`` once per local GPU with ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` set.
+rank and the chief's address (pools 0 and 1 train); ``torch.distributed.run`` starts the
+trainer's module (``python -m trainer.task``) once per local GPU with ``RANK``/``LOCAL_RANK``/
+``WORLD_SIZE`` set.
 Vertex's own ``WORLD_SIZE``/``RANK`` count nodes, so they are never used directly.
 """
 
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 import torch
+
 from vertex_trainer_runtime import cli, preemption, runtime
 
 logger = logging.getLogger(__name__)
@@ -191,8 +192,8 @@ class _ForwardSigterm:
         return None
 
 
-def launch(job: Plan, argv: list[str]) -> int:
-    """Run ``python -m trainer.task argv`` under torchrun on this node; the worst exit code."""
+def launch(job: Plan, argv: list[str], module: str) -> int:
+    """Run ``python -m MODULE argv`` under torchrun on this node; the worst exit code."""
     from torch.distributed.elastic.multiprocessing import api as torchrun_processes
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -230,7 +231,7 @@ def launch(job: Plan, argv: list[str]) -> int:
     if forward is not None:
         torchrun_processes._terminate_process_handler = forward
     try:
-        run(parse_args([*options, "--module", "trainer.task", *argv]))
+        run(parse_args([*options, "--module", module, *argv]))
         if forward is not None and forward.forwarded:
             logger.info("SIGTERM came after the workers' last step: they finished, exiting 0")
     except ChildFailedError as error:

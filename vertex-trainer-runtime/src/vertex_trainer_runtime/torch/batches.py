@@ -1,4 +1,4 @@
-"""YOU SHOULD NOT NEED TO CHANGE THIS: how batches are padded, as little as each needs.
+"""How batches are padded, as little as each needs.
 
 Compiling pads to multiples of 64 (``torch.compile`` specializes on shapes: one graph per
 length); an unpadded batch goes without its attention mask, so attention keeps its flash kernel.

@@ -1,4 +1,4 @@
-"""YOU SHOULD NOT NEED TO CHANGE THIS: training speed in the logs and TensorBoard: examples/s,
+"""Training speed in the logs and TensorBoard: examples/s,
 tokens/s, step time and, on a GPU, model-FLOPs use; at the end the time in checkpoints and
 evaluations. Shapes are counted on the host; nothing waits for the GPU at every step.
 """
@@ -12,7 +12,7 @@ import time
 import torch
 from transformers import TrainerCallback
 
-from trainer import training_order
+from vertex_trainer_runtime.torch import training_order
 
 logger = logging.getLogger(__name__)
 
