@@ -1,9 +1,10 @@
 """Data order: a pass over the data trains on every example once, and a resumed run is the
-same run (the same batches in the same order, hence the same weights)."""
+same run (the same batches in the same order, hence the same weights). The passes themselves
+are the runtime's (vertex_trainer_runtime.keras.passes, tested in vertex-trainer-runtime on a
+numbered source); here, on the trainer's own sources and runs."""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import os
@@ -13,15 +14,10 @@ import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, start, subprocess_env, wait_all
 from vertex_trainer_runtime import checkpoints
+from vertex_trainer_runtime.keras import passes
 from vertex_trainer_tools.testing import cluster_spec, free_ports
 
-from trainer import data, passes, resume, tfds_data
-
-
-def _numbered(size: int) -> data.Source:
-    """The synthetic source, with each example's index in place of its image."""
-    source = data.synthetic(size, 4, 8, seed=1, name="numbered")
-    return dataclasses.replace(source, load=lambda index, label: (index, label))
+from trainer import resume, tfds_data
 
 
 def _stream(source, workers: int, per_replica: int, start_step: int, steps: int):
@@ -32,49 +28,6 @@ def _stream(source, workers: int, per_replica: int, start_step: int, steps: int)
         dataset = passes.training_dataset(source, context, per_replica * workers, 7, start_step)
         batches.append([indices.numpy().tolist() for indices, _ in dataset.take(steps)])
     return [list(step) for step in zip(*batches, strict=True)]
-
-
-@pytest.mark.parametrize(
-    "size,per_replica,workers",
-    [(501, 8, 2), (501, 32, 1), (65, 32, 2), (100, 7, 3), (64, 16, 2)],
-)
-def test_each_pass_trains_on_every_example_once(size, per_replica, workers):
-    """Whatever the size, batch and worker count: every example once per pass, no empty
-    batch, full global batches but in the last step, which takes the rest."""
-    source = _numbered(size)
-    steps = passes.steps_per_pass(size, per_replica * workers, workers)
-    stream = _stream(source, workers, per_replica, 0, 3 * steps)
-    for number in range(3):
-        one_pass = stream[number * steps : (number + 1) * steps]
-        seen = collections.Counter(i for step in one_pass for batch in step for i in batch)
-        assert sorted(seen) == list(range(size)) and set(seen.values()) == {1}
-        sizes = [sum(len(batch) for batch in step) for step in one_pass]
-        assert sizes[:-1] == [per_replica * workers] * (steps - 1)
-        assert all(batch for step in one_pass for batch in step)
-    firsts = [stream[n * steps][0] for n in range(3)]
-    assert firsts[0] != firsts[1] != firsts[2]  # a new order each pass
-
-
-def test_the_last_step_takes_the_rest_as_keras_does():
-    # 501 examples, global batch 16: 31 full steps and one of 5 (3 + 2 on two replicas).
-    assert passes.steps_per_pass(501, 16, 2) == 32
-    sizes = [passes.pass_batch_sizes(501, 16, tf.distribute.InputContext(2, w, 2)) for w in (0, 1)]
-    assert [s[-1] for s in sizes] == [3, 2] and all(s[:-1] == [8] * 31 for s in sizes)
-    # 65 examples, global batch 64 on two replicas: one left, too few for both replicas, so it
-    # joins the step before, whose per-replica batches are 33 and 32.
-    assert passes.steps_per_pass(65, 64, 2) == 1
-    sizes = [passes.pass_batch_sizes(65, 64, tf.distribute.InputContext(2, w, 2)) for w in (0, 1)]
-    assert sizes == [[33], [32]]
-
-
-@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
-def test_a_stream_started_mid_pass_continues_the_same_order(workers):
-    """What a restart at step t trains on is what the uninterrupted run trained from step t."""
-    source = _numbered(101)
-    steps = passes.steps_per_pass(101, 8 * workers, workers)
-    whole = _stream(source, workers, 8, 0, 3 * steps)
-    for start_step in (steps // 2, steps, steps + 3):
-        assert _stream(source, workers, 8, start_step, steps) == whole[start_step:][:steps]
 
 
 @pytest.mark.slow  # make test-all, beside the TFDS training test

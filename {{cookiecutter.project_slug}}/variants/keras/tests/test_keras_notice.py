@@ -15,8 +15,7 @@ import re
 import pytest
 from conftest import TINY
 from vertex_trainer_runtime import checkpoints
-
-from trainer import checkpoint_callback
+from vertex_trainer_runtime.keras import checkpoint_callback
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -33,7 +32,7 @@ if os.environ.get("CLUSTER_SPEC") and any(k.startswith("DRILL_") for k in os.env
     import threading
     import time
 
-    from trainer import quiet  # noqa: F401  (TensorFlow imported quietly, as the trainer does)
+    from vertex_trainer_runtime.keras import quiet  # noqa: F401  (as the trainer imports it)
     from vertex_trainer_runtime import preemption
     from trainer import model, resume
 

@@ -105,41 +105,6 @@ def test_vertex_environment_and_hpt_flags(tmp_path, monkeypatch, metrics_file, c
     assert list((base / "logs").rglob("events.out.tfevents.*"))
 
 
-def _bad_folders(tmp_path):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    flat = tmp_path / "flat"
-    flat.mkdir()
-    (flat / "a.png").write_bytes(b"not really")
-    no_images = tmp_path / "no_images"
-    (no_images / "cats").mkdir(parents=True)
-    (no_images / "dogs").mkdir()
-    (no_images / "dogs" / "notes.txt").write_text("x")
-    one_class = tmp_path / "one_class"
-    (one_class / "cats").mkdir(parents=True)
-    (one_class / "cats" / "a.png").write_bytes(b"x")
-    return {
-        "missing": (tmp_path / "nowhere", "no such file or directory"),
-        "empty": (empty, "no class sub-folders"),
-        "flat": (flat, "no class sub-folders"),
-        "no_images": (no_images, "hold no images"),
-        "one_class": (one_class, "at least 2"),
-        "file": (flat / "a.png", "expected a folder"),
-    }
-
-
-@pytest.mark.parametrize("case", ["missing", "empty", "flat", "no_images", "one_class", "file"])
-def test_bad_input_is_one_error_line(tmp_path, capsys, case):
-    path, reason = _bad_folders(tmp_path)[case]
-    job = tmp_path / "job"
-    assert train([*TINY, f"--train-data={path}", "--eval-data=", f"--job-dir={job}"]) == 2
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1
-    assert str(path) in errors[0] and reason in errors[0]
-    assert not (job / "model").exists()
-    assert not (job / "checkpoints").exists()
-
-
 def test_unknown_model_checkpoint_is_an_input_error(tmp_path, capsys):
     """A checkpoint of another architecture is reported, never silently mixed in."""
     job = tmp_path / "job"

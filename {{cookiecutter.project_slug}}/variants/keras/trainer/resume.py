@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import tensorflow as tf
 import tf_keras as keras
 from vertex_trainer_runtime import checkpoints, cli, publisher, runtime
-
-from trainer import precision, throughput
+from vertex_trainer_runtime.keras import precision, throughput
+from vertex_trainer_runtime.keras.distributed import Consensus
 
 logger = logging.getLogger(__name__)
 
@@ -27,37 +27,6 @@ FILE_PREFIX = "ckpt"  # TensorFlow writes ckpt.index and ckpt.data-*
 # How long the chief waits for the other tasks' parts of a step before it leaves the step without
 # its marker: at least this, or 3 times its own copy's time.
 PARTS_WAIT_SECONDS = 30.0
-
-
-class Consensus:
-    """Lets all tasks of a multi-worker job decide the same thing (no-op on one task)."""
-
-    def __init__(self, strategy: tf.distribute.Strategy, distributed: bool):
-        self.strategy = strategy
-        self.distributed = distributed
-        self._gather = None
-
-    def gather(self, value: int) -> list[int]:
-        """``value`` from every replica of every task (just ``[value]`` when not distributed)."""
-        if not self.distributed:
-            return [value]
-        if self._gather is None:
-            # Traced once: run eagerly, every call would build (and trace) the collective anew,
-            # a cost per step now that the notice is agreed on every slow step.
-            @tf.function
-            def gather(values):
-                per_replica = self.strategy.run(lambda: tf.identity(values))
-                return self.strategy.gather(per_replica, axis=0)
-
-            self._gather = gather
-        gathered = self._gather(tf.constant([value], tf.int64))
-        return [int(v) for v in gathered.numpy()]
-
-    def any(self, flag: bool) -> bool:
-        return any(self.gather(int(flag)))
-
-    def minimum(self, value: int) -> int:
-        return min(self.gather(value))
 
 
 @dataclass(frozen=True)
