@@ -35,6 +35,12 @@ def test_hpt_trial(tmp_path, hpt_trial):
     assert any(arg.startswith("--") and "=" in arg for arg in argv[2:]), argv
 
 
+def test_sitecustomize_hooks_every_replica(tmp_path, local_job, sitecustomize):
+    env = sitecustomize("import os; print('hooked', os.environ['HOOK_WORD'])", HOOK_WORD="yes")
+    job = local_job(tmp_path / "job", ["--state", STATE], runner_args=FAKE, env=env)
+    assert job.returncode == 0 and "hooked yes" in job.lines(), job.tail()
+
+
 def test_project_image(project_image):
     raise AssertionError("skipped without docker")
 """
@@ -59,7 +65,7 @@ def project_copy(pytester, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_fixtures_run_the_drill_the_trial_and_skip_the_image_without_docker(project_copy):
     result = project_copy.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(passed=2, skipped=1)
+    result.assert_outcomes(passed=3, skipped=1)
     result.stdout.fnmatch_lines(["*no docker executable on PATH*"])
 
 
@@ -80,3 +86,39 @@ def test_sigterm_to_exit_reads_the_drill_line_and_holds_the_grace(tmp_path):
         job.sigterm_to_exit(grace=4)
     with pytest.raises(AssertionError, match="no SIGTERM drill line for workerpool1-0"):
         job.sigterm_to_exit("workerpool1-0")
+
+
+def test_exited_after_drill_reads_another_replicas_exit(tmp_path):
+    line = "local_run | kill drill: workerpool1-0 exited -15 2.5s after the SIGKILL\n"
+    assert testing.LocalJob(0, line, tmp_path, "1", 1.0).exited_after_drill("workerpool1-0") == 2.5
+    with pytest.raises(AssertionError, match="no drill line for workerpool0-0"):
+        testing.LocalJob(0, line, tmp_path, "1", 1.0).exited_after_drill("workerpool0-0")
+
+
+REPLICA = """
+import json, os, sys
+spec, tf_config = json.loads(os.environ["CLUSTER_SPEC"]), json.loads(os.environ["TF_CONFIG"])
+print(spec["task"]["type"], spec["task"]["index"], tf_config["task"]["type"], sys.argv[1:])
+print(os.environ["TMPDIR"], os.environ["CLOUD_ML_HP_METRIC_FILE"], os.environ["WORD"])
+print("AIP_MODEL_DIR" in os.environ)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_run_replicas_starts_a_job_of_replicas_as_vertex_does(tmp_path):
+    project = tmp_path / "project"
+    (project / "trainer").mkdir(parents=True)
+    (project / "trainer" / "__init__.py").write_text("")
+    (project / "trainer" / "task.py").write_text(REPLICA)
+    env = {"PYTHONPATH": str(project), "WORD": "hi"}
+    logs = testing.run_replicas(project, tmp_path, ["3"], "job", 3, exit_code=3, env=env)
+    assert [log.splitlines()[0] for log in logs] == [
+        "workerpool0 0 chief ['3']",
+        "workerpool1 0 worker ['3']",
+        "workerpool1 1 worker ['3']",
+    ]
+    for replica, log in enumerate(logs):
+        scratch, metrics = tmp_path / f"tmp-job-{replica}", tmp_path / f"job-{replica}.metrics"
+        assert log.splitlines()[1:] == [f"{scratch} {metrics} hi", "False"]
+    with pytest.raises(AssertionError):  # every replica must exit as told
+        testing.run_replicas(project, tmp_path, ["0"], "again", 2, exit_code=1, env=env)

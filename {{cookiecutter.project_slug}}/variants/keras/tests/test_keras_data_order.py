@@ -6,16 +6,14 @@ numbered source); here, on the trainer's own sources and runs."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import PROJECT, TINY, start, subprocess_env, wait_all
+from conftest import PROJECT, TINY, run_tasks
 from vertex_trainer_runtime import checkpoints
 from vertex_trainer_runtime.keras import passes
-from vertex_trainer_tools.testing import cluster_spec, free_ports
 
 from trainer import resume, tfds_data
 
@@ -80,36 +78,6 @@ resume.TrainingState.save = _save_then_stop
 EXAMPLES, BATCH, EPOCHS = 501, 8, 2  # stopped in epoch 2, the last: resumed, it ends it
 
 
-def _run_job(tmp_path, name: str, replicas: int, argv: list[str], stop: int | None = None):
-    """The trainer as a Vertex job of ``replicas`` tasks; the task logs."""
-    hooks = tmp_path / "hooks"
-    hooks.mkdir(exist_ok=True)
-    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    ports = free_ports(replicas)
-    hosts = [f"localhost:{port}" for port in ports]
-    tasks = [("workerpool0", "chief")] + [("workerpool1", "worker")] * (replicas - 1)
-    processes = []
-    for index, (pool, task) in enumerate(tasks):
-        env = subprocess_env(CLOUD_ML_HP_METRIC_FILE=str(tmp_path / f"{name}-{index}.metrics"))
-        if stop is not None:
-            env["STOP_AFTER_STEP"] = str(stop)
-            env["PYTHONPATH"] = f"{hooks}{os.pathsep}{PROJECT}"
-        if replicas > 1:
-            task_index = 0 if task == "chief" else index - 1
-            pools = {"workerpool0": hosts[:1], "workerpool1": hosts[1:]}
-            env["CLUSTER_SPEC"] = cluster_spec(pools, pool, index=task_index)
-            cluster = {"chief": hosts[:1], "worker": hosts[1:]}
-            env["TF_CONFIG"] = json.dumps(
-                {"cluster": cluster, "task": {"type": task, "index": task_index}}
-            )
-        processes.append(start(argv, env, tmp_path / f"{name}-{index}.log"))
-    codes = wait_all(processes, timeout=240)
-    logs = [(tmp_path / f"{name}-{index}.log").read_text() for index in range(replicas)]
-    expected = [137 if stop is not None else 0] * replicas
-    assert codes == expected, "\n-----\n".join(log[-3000:] for log in logs)
-    return logs
-
-
 def _final_weights(root, part: str = "") -> dict[str, np.ndarray]:
     """The model's variables in the newest checkpoint under ``root`` (a task's ``part`` of it
     when the job had several tasks)."""
@@ -142,11 +110,15 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(tmp_path, repl
     # Only the stopped run needs the timed saves; the others save at epoch ends (TINY), which
     # leaves their weights alone and spares a save per step.
     timed_saves = "--checkpoint-minutes=0.000001"
-    whole = tmp_path / "whole"
-    _run_job(tmp_path, "whole", replicas, [*argv, f"--job-dir={whole}"])
-    job = tmp_path / "job"
-    _run_job(tmp_path, "stopped", replicas, [*argv, timed_saves, f"--job-dir={job}"], stop=stop)
-    logs = _run_job(tmp_path, "resumed", replicas, [*argv, f"--job-dir={job}"])
+    whole, job = tmp_path / "whole", tmp_path / "job"
+    run_tasks(tmp_path, [*argv, f"--job-dir={whole}"], "whole", replicas)
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    stopped = [*argv, timed_saves, f"--job-dir={job}"]
+    options = {"STOP_AFTER_STEP": str(stop), "PYTHONPATH": f"{hooks}{os.pathsep}{PROJECT}"}
+    run_tasks(tmp_path, stopped, "stopped", replicas, exit_code=137, **options)
+    logs = run_tasks(tmp_path, [*argv, f"--job-dir={job}"], "resumed", replicas)
 
     part = "chief-0" if replicas > 1 else ""
     expected = _final_weights(whole / "checkpoints", part)

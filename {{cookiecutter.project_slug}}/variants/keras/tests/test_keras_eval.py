@@ -8,14 +8,13 @@ TensorBoard) must equal it: every eval image counted once, none repeated to fill
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY, train
+from conftest import TINY, run_tasks, train
 from vertex_trainer_tools.testing import read_metrics
 
 from trainer.metric import METRIC
@@ -149,13 +148,8 @@ def test_two_workers_count_each_eval_image_once(tmp_path, folders):
     """Chief + worker, 25 images per replica (split across two workers, 51 eval images would
     need a padded or empty batch): the chief reports the exported model's accuracy on the 51
     distinct images."""
-    from test_keras_distributed import run_pair
-
     job = tmp_path / "job"
     argv = [*train_args(folders, job, 25), "--steps-per-epoch=5"]
-    logs = run_pair(tmp_path, argv, "eval")
-    assert "2 replica(s), global batch 50" in logs["chief"]
-    reported = [json.loads(line) for line in (tmp_path / "chief.metrics").read_text().splitlines()]
-    truth = exported_accuracy(job / "model", folders[1])
-    assert float(reported[-1][METRIC]) == pytest.approx(truth, abs=1e-6)
-    assert tensorboard_eval_accuracy(job / "logs")[-1] == pytest.approx(truth, abs=1e-6)
+    chief, _ = run_tasks(tmp_path, argv, "eval")
+    assert "2 replica(s), global batch 50" in chief
+    assert_reports_exported_accuracy(tmp_path / "eval-0.metrics", job, folders[1])

@@ -116,38 +116,3 @@ def test_learning_rate_flag_wins_over_the_checkpoint(tmp_path, caplog):
     latest = checkpoints.latest_complete(str(root))
     assert latest.metadata()["epochs_done"] == 2
     assert checkpoint_learning_rate(latest) == pytest.approx(0.05)
-
-
-def test_a_step_is_complete_only_once_every_task_published_its_part(tmp_path, monkeypatch):
-    """Under MultiWorkerMirroredStrategy each task publishes its part of a step; the chief marks
-    the step complete once every part is: a step missing a part is never resumed from."""
-    from trainer import resume
-
-    monkeypatch.setattr(resume, "PARTS_WAIT_SECONDS", 0.5)
-    root = str(tmp_path / "checkpoints")
-    parts = ("chief-0", "worker-0")
-    chief = resume.TaskPublisher(root, resume.Tasks("chief-0", parts, is_chief=True))
-    worker = resume.TaskPublisher(root, resume.Tasks("worker-0", parts, is_chief=False))
-
-    def local(step: int):
-        folder = tmp_path / f"local-{step}"
-        folder.mkdir(exist_ok=True)
-        (folder / "ckpt.index").write_text(f"step {step}")
-        return str(folder)
-
-    for step in (4, 8):
-        worker.publish_once(local(step), step, {"epochs_done": step // 4})
-        chief.publish_once(local(step), step, {"epochs_done": step // 4})
-    assert checkpoints.latest_complete(root).step == 8
-    # Step 12: the chief's part is published, the worker's never comes (killed in between).
-    chief.publish_once(local(12), 12, {"epochs_done": 3})
-    assert (tmp_path / "checkpoints" / "checkpoint-12" / "chief-0" / checkpoints.MARKER).is_file()
-    latest = checkpoints.latest_complete(root)
-    assert latest.step == 8 and latest.metadata()["epochs_done"] == 2
-    # The step's marker vouches for every part's files.
-    assert sorted(latest.metadata()["files"]) == [
-        "chief-0/COMPLETE",
-        "chief-0/ckpt.index",
-        "worker-0/COMPLETE",
-        "worker-0/ckpt.index",
-    ]
