@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import PROJECT, TINY, run_tasks
+from conftest import TINY, run_tasks
 from vertex_trainer_runtime import checkpoints
 from vertex_trainer_runtime.keras import passes
 
@@ -92,7 +92,9 @@ def _final_weights(root, part: str = "") -> dict[str, np.ndarray]:
 @pytest.mark.parametrize(
     "replicas", [1, pytest.param(2, marks=pytest.mark.distributed)], ids=["1-replica", "2-replicas"]
 )
-def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(tmp_path, replicas):
+def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
+    tmp_path, sitecustomize, replicas
+):
     """501 examples (no batch divides them), stopped right after a checkpoint inside epoch 2,
     rerun: the same final weights, bit for bit, as a run that was never stopped."""
     # One pass, the partial last batch included (as Keras counts steps): 63 steps, or 32.
@@ -112,12 +114,9 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(tmp_path, repl
     timed_saves = "--checkpoint-minutes=0.000001"
     whole, job = tmp_path / "whole", tmp_path / "job"
     run_tasks(tmp_path, [*argv, f"--job-dir={whole}"], "whole", replicas)
-    hooks = tmp_path / "hooks"
-    hooks.mkdir()
-    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
     stopped = [*argv, timed_saves, f"--job-dir={job}"]
-    options = {"STOP_AFTER_STEP": str(stop), "PYTHONPATH": f"{hooks}{os.pathsep}{PROJECT}"}
-    run_tasks(tmp_path, stopped, "stopped", replicas, exit_code=137, **options)
+    hooks = sitecustomize(SITECUSTOMIZE, STOP_AFTER_STEP=str(stop))
+    run_tasks(tmp_path, stopped, "stopped", replicas, exit_code=137, **hooks)
     logs = run_tasks(tmp_path, [*argv, f"--job-dir={job}"], "resumed", replicas)
 
     part = "chief-0" if replicas > 1 else ""

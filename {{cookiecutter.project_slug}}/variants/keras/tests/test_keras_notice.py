@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import TINY, exited_after_drill, final_step, notice_steps, resumed_at
+from conftest import TINY, final_step, notice_steps, resumed_at
 from vertex_trainer_runtime.keras import checkpoint_callback
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -109,7 +109,7 @@ def notice_drill(local_job, output_dir, trainer_args, env, replica=CHIEF):
 
 
 def test_notice_in_a_5s_step_is_acted_on_at_its_end_twice_sent_and_loses_no_step(
-    tmp_path, kill_and_resume, with_hooks
+    tmp_path, kill_and_resume, sitecustomize
 ):
     # 5 s steps, one per epoch; SIGTERM (twice, 0.5 s apart) to the worker once step 1 is saved:
     # it lands in step 2, whose end both tasks agree on. The rerun only evaluates and exports.
@@ -120,7 +120,7 @@ def test_notice_in_a_5s_step_is_acted_on_at_its_end_twice_sent_and_loses_no_step
         after="checkpoint",
         replica=WORKER,
         signal="TERM",
-        env=with_hooks(
+        env=sitecustomize(
             HOOKS, VERTEX_TRAINER_DRILL_STEP_SECONDS=str(step_seconds), DRILL_SIGTERM_TWICE="1"
         ),
     )
@@ -134,16 +134,16 @@ def test_notice_in_a_5s_step_is_acted_on_at_its_end_twice_sent_and_loses_no_step
 
 
 def test_notice_during_a_long_evaluation_stops_it_and_saves_the_next_agreed_step(
-    tmp_path, local_job, with_hooks
+    tmp_path, local_job, sitecustomize
 ):
     # SIGTERM to the chief while it evaluates epoch 1 for 20 s (its checkpoint saved first): the
     # evaluation stops, both tasks save the next step they agree on, and exit.
     # 12 steps per epoch: at least one agreement (every 10th batch at the latest) in epoch 2.
     epochs, steps = 2, 12
-    env = with_hooks(HOOKS, DRILL_EVAL_SECONDS="20", DRILL_ONCE_FILE=str(tmp_path / "once"))
+    env = sitecustomize(HOOKS, DRILL_EVAL_SECONDS="20", DRILL_ONCE_FILE=str(tmp_path / "once"))
     job = notice_drill(local_job, tmp_path / "out", args(epochs, steps), env)
     job.sigterm_to_exit(CHIEF, 10)
-    assert exited_after_drill(job, WORKER) < GRACE, job.tail()
+    assert job.exited_after_drill(WORKER) < GRACE, job.tail()
     assert "Preemption notice during the evaluation of epoch 1: evaluation stopped" in job.output
     # Both saved the same step after epoch 1's (the next agreement: within about a second of
     # training), and the rerun resumed from it on both: no step lost.
@@ -156,7 +156,7 @@ def test_notice_during_a_long_evaluation_stops_it_and_saves_the_next_agreed_step
 
 @pytest.mark.parametrize("eval_seconds, exit_code", [(2, 0), (40, 143)], ids=["fits", "too-long"])
 def test_notice_after_the_last_step_evaluates_and_exports_or_the_rerun_only_exports(
-    tmp_path, local_job, with_hooks, eval_seconds, exit_code
+    tmp_path, local_job, sitecustomize, eval_seconds, exit_code
 ):
     # SIGTERM once the final checkpoint is saved, during the last evaluation: it is not cut
     # short. Within the grace (2 s) the export follows and the job ends at once, with no rerun;
@@ -164,7 +164,7 @@ def test_notice_after_the_last_step_evaluates_and_exports_or_the_rerun_only_expo
     # final checkpoint complete, and the rerun trains no step.
     epochs, steps = 1, 2
     once = str(tmp_path / "once")
-    env = with_hooks(HOOKS, DRILL_EVAL_SECONDS=str(eval_seconds), DRILL_ONCE_FILE=once)
+    env = sitecustomize(HOOKS, DRILL_EVAL_SECONDS=str(eval_seconds), DRILL_ONCE_FILE=once)
     job = notice_drill(local_job, tmp_path / "out", args(epochs, steps), env)
     assert job.sigterm_to_exit(CHIEF, GRACE)[0] == exit_code
     if exit_code == 0:
@@ -179,13 +179,13 @@ def test_notice_after_the_last_step_evaluates_and_exports_or_the_rerun_only_expo
 
 
 def test_kill_between_the_two_tasks_publishes_resumes_from_the_previous_complete_step(
-    tmp_path, local_job, with_hooks
+    tmp_path, local_job, sitecustomize
 ):
     # The worker dies after the chief published its part of step 8 and before it published its
     # own: step 8 never gets its marker, the rerun resumes from step 4 on both tasks, not 0.
     epochs, steps = 2, 4
     once, step = str(tmp_path / "once"), str(epochs * steps)
-    env = with_hooks(HOOKS, DRILL_KILL_WORKER_PART_AT_STEP=step, DRILL_ONCE_FILE=once)
+    env = sitecustomize(HOOKS, DRILL_KILL_WORKER_PART_AT_STEP=step, DRILL_ONCE_FILE=once)
     job = local_job(tmp_path / "out", args(epochs, steps), replicas=2, env=env)
     assert job.returncode == 0, job.tail()
     assert "drill hook: chief-0 published step 8: SIGKILL to the worker" in job.output
