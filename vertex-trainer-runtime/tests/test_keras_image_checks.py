@@ -4,10 +4,10 @@ names no file; every image the check passes, TensorFlow decodes."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 pytest.importorskip("keras")
+np = pytest.importorskip("numpy")
 tf = pytest.importorskip("tensorflow")
 
 from vertex_trainer_runtime import cli  # noqa: E402

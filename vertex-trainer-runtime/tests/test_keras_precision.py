@@ -3,10 +3,10 @@ computes in, and checkpoints that carry over between policies (run in a Keras pr
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 pytest.importorskip("keras")
+np = pytest.importorskip("numpy")
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("tf_keras")
 
