@@ -8,7 +8,6 @@ TensorBoard) must equal it: every eval image counted once, none repeated to fill
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -95,51 +94,21 @@ def assert_reports_exported_accuracy(metrics_file: Path, job: Path, eval_root: P
     return truth
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, folders):
-    """``trained(batch_size)``: (job folder, metrics file) of the one-epoch run at that batch
-    size, trained once per module: the accuracy tests and the rerun test read the same runs."""
-    runs = {}
-
-    def run(batch_size: int) -> tuple[Path, Path]:
-        if batch_size not in runs:
-            folder = tmp_path_factory.mktemp(f"batch-{batch_size}")
-            job, metrics = folder / "job", folder / "output.metrics"
-            with pytest.MonkeyPatch.context() as patch:
-                patch.setenv("CLOUD_ML_HP_METRIC_FILE", str(metrics))
-                assert train(train_args(folders, job, batch_size)) == 0
-            runs[batch_size] = job, metrics
-        return runs[batch_size]
-
-    return run
-
-
-# make test-all (--dist loadgroup): the tests that read the batch-32 run share one worker.
-BATCH_32_RUN = pytest.mark.xdist_group("keras-eval-batch-32-run")
-
-
-@pytest.mark.parametrize(
-    "batch_size", [8, pytest.param(32, marks=[pytest.mark.slow, BATCH_32_RUN])]
-)
-def test_reported_accuracy_counts_each_eval_image_once(folders, trained, batch_size):
-    """51 images at a batch of 8 or 32: no padded or repeated images in the measurement."""
-    job, metrics_file = trained(batch_size)
-    assert_reports_exported_accuracy(metrics_file, job, folders[1])
-
-
-@pytest.mark.slow  # make test-all: the fast tier keeps one resume (test_keras_resume.py)
-@BATCH_32_RUN
-def test_rerun_after_the_last_epoch_reports_the_exported_model(
-    tmp_path, folders, trained, metrics_file
-):
-    """A rerun that finds every epoch done (on a fresh VM, say) still reports, last, the
-    accuracy of the model it exports."""
+@pytest.mark.parametrize("batch_size", [8, pytest.param(32, marks=pytest.mark.slow)])
+def test_reported_accuracy_counts_each_eval_image_once(tmp_path, folders, metrics_file, batch_size):
+    """51 images at a batch of 8 or 32: no padded or repeated images in the measurement. At 32
+    (make test-all; the fast tier keeps one resume, test_keras_resume.py), a rerun that finds
+    every epoch done (on a fresh VM, say) still reports, last, the accuracy of the model it
+    exports."""
     job = tmp_path / "job"
-    shutil.copytree(trained(32)[0], job)  # a copy: the accuracy test reads the original
-    assert train(train_args(folders, job, 32)) == 0
-    assert [line["global_step"] for line in read_metrics(metrics_file)] == ["1"]
-    truth = exported_accuracy(job / "model", folders[1])
-    assert float(read_metrics(metrics_file)[-1][METRIC]) == pytest.approx(truth, abs=1e-6)
+    assert train(train_args(folders, job, batch_size)) == 0
+    assert_reports_exported_accuracy(metrics_file, job, folders[1])
+    if batch_size == 32:
+        metrics_file.unlink()
+        assert train(train_args(folders, job, 32)) == 0
+        assert [line["global_step"] for line in read_metrics(metrics_file)] == ["1"]
+        truth = exported_accuracy(job / "model", folders[1])
+        assert float(read_metrics(metrics_file)[-1][METRIC]) == pytest.approx(truth, abs=1e-6)
 
 
 @pytest.mark.slow
