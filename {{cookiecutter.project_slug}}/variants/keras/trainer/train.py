@@ -1,9 +1,7 @@
 """The training loop: ``run(flags, ctx)`` builds the data, model and callbacks, trains, exports.
 
 YOU MAY CHANGE THIS FILE: the steps of ``run`` (one code path for a laptop, one VM and a
-multi-worker job; the strategy follows the cluster). The generic parts (strategy, precision,
-passes over the data, checkpoint callback, throughput, image checks) are the runtime's
-``vertex_trainer_runtime.keras``.
+multi-worker job); the generic parts are the runtime's ``vertex_trainer_runtime.keras``.
 """
 
 from __future__ import annotations
