@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from conftest import PROJECT
-from vertex_trainer_tools import testing
+from vertex_trainer_tools import loopback, testing
 
 pytest_plugins = ["pytester"]
 
@@ -111,7 +111,7 @@ def test_run_replicas_starts_a_job_of_replicas_as_vertex_does(tmp_path):
     (project / "trainer" / "__init__.py").write_text("")
     (project / "trainer" / "task.py").write_text(REPLICA)
     env = {"PYTHONPATH": str(project), "WORD": "hi"}
-    logs = testing.run_replicas(project, tmp_path, ["3"], "job", 3, exit_code=3, env=env)
+    logs = loopback.run_replicas(project, tmp_path, ["3"], "job", 3, exit_code=3, env=env)
     assert [log.splitlines()[0] for log in logs] == [
         "workerpool0 0 chief ['3']",
         "workerpool1 0 worker ['3']",
@@ -121,4 +121,4 @@ def test_run_replicas_starts_a_job_of_replicas_as_vertex_does(tmp_path):
         scratch, metrics = tmp_path / f"tmp-job-{replica}", tmp_path / f"job-{replica}.metrics"
         assert log.splitlines()[1:] == [f"{scratch} {metrics} hi", "False"]
     with pytest.raises(AssertionError):  # every replica must exit as told
-        testing.run_replicas(project, tmp_path, ["0"], "again", 2, exit_code=1, env=env)
+        loopback.run_replicas(project, tmp_path, ["0"], "again", 2, exit_code=1, env=env)

@@ -1,5 +1,5 @@
 """Helpers for the Keras tests: a Vertex-free environment, tiny runs, what a drill's job logged
-(the framework-free helpers are the tools': ``vertex_trainer_tools.testing``)."""
+(the framework-free helpers are the tools': ``vertex_trainer_tools.testing``, ``.loopback``)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,8 @@ from pathlib import Path
 
 import pytest
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.testing import (
-    is_vertex_variable,
-    read_metrics,
-    run_replicas,
-    without_vertex,
-)
+from vertex_trainer_tools.loopback import run_replicas
+from vertex_trainer_tools.testing import is_vertex_variable, read_metrics, without_vertex
 
 PROJECT = Path(__file__).resolve().parent.parent
 # Small enough to train in about a second on one CPU core, big enough to learn.
@@ -97,7 +93,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 
 def run_tasks(tmp_path: Path, argv: list[str], name: str, replicas: int = 2, **options) -> list:
-    """``testing.run_replicas`` of this project with the environment above: ``options`` are its
+    """``loopback.run_replicas`` of this project with the environment above: ``options`` are its
     ``exit_code`` and ``code`` and further variables."""
     settings = {key: options.pop(key) for key in ("exit_code", "code") if key in options}
     env = subprocess_env(**options)
