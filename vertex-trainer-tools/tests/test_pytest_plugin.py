@@ -35,6 +35,12 @@ def test_hpt_trial(tmp_path, hpt_trial):
     assert any(arg.startswith("--") and "=" in arg for arg in argv[2:]), argv
 
 
+def test_sitecustomize_hooks_every_replica(tmp_path, local_job, sitecustomize):
+    env = sitecustomize("import os; print('hooked', os.environ['HOOK_WORD'])", HOOK_WORD="yes")
+    job = local_job(tmp_path / "job", ["--state", STATE], runner_args=FAKE, env=env)
+    assert job.returncode == 0 and "hooked yes" in job.lines(), job.tail()
+
+
 def test_project_image(project_image):
     raise AssertionError("skipped without docker")
 """
@@ -59,7 +65,7 @@ def project_copy(pytester, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_fixtures_run_the_drill_the_trial_and_skip_the_image_without_docker(project_copy):
     result = project_copy.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(passed=2, skipped=1)
+    result.assert_outcomes(passed=3, skipped=1)
     result.stdout.fnmatch_lines(["*no docker executable on PATH*"])
 
 
@@ -86,3 +92,10 @@ def test_make_train_local_as_make_expands_it(tmp_path):
     runner, trainer = testing.make_train_local(PROJECT, tmp_path / "out", "REPLICAS=2", "ARGS=--x")
     assert f"--output-dir={tmp_path / 'out'}" in runner and "--replicas=2" in runner
     assert trainer[-1] == "--x" and "--train-data=synthetic" in trainer
+
+
+def test_exited_after_drill_reads_another_replicas_exit(tmp_path):
+    line = "local_run | kill drill: workerpool1-0 exited -15 2.5s after the SIGKILL\n"
+    assert testing.LocalJob(0, line, tmp_path, "1", 1.0).exited_after_drill("workerpool1-0") == 2.5
+    with pytest.raises(AssertionError, match="no drill line for workerpool0-0"):
+        testing.LocalJob(0, line, tmp_path, "1", 1.0).exited_after_drill("workerpool0-0")

@@ -89,3 +89,32 @@ def test_a_wrapper_program_and_a_process_past_its_timeout(tmp_path):
     with pytest.raises(AssertionError, match="ran past 0.5 s"):
         trainer_runs.wait_all([sleeper], timeout=0.5)
     assert sleeper.poll() is not None  # killed
+
+
+REPLICA = """
+import json, os, sys
+spec, tf_config = json.loads(os.environ["CLUSTER_SPEC"]), json.loads(os.environ["TF_CONFIG"])
+print(spec["task"]["type"], spec["task"]["index"], tf_config["task"]["type"], sys.argv[1:])
+print(os.environ["TMPDIR"], os.environ["CLOUD_ML_HP_METRIC_FILE"], os.environ["WORD"])
+print("AIP_MODEL_DIR" in os.environ)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_run_replicas_starts_a_job_of_replicas_as_vertex_does(tmp_path):
+    project = tmp_path / "project"
+    (project / "trainer").mkdir(parents=True)
+    (project / "trainer" / "__init__.py").write_text("")
+    (project / "trainer" / "task.py").write_text(REPLICA)
+    env = {"PYTHONPATH": str(project), "WORD": "hi"}
+    logs = trainer_runs.run_replicas(project, tmp_path, ["3"], "job", 3, exit_code=3, env=env)
+    assert [log.splitlines()[0] for log in logs] == [
+        "workerpool0 0 chief ['3']",
+        "workerpool1 0 worker ['3']",
+        "workerpool1 1 worker ['3']",
+    ]
+    for replica, log in enumerate(logs):
+        scratch, metrics = tmp_path / f"tmp-job-{replica}", tmp_path / f"job-{replica}.metrics"
+        assert log.splitlines()[1:] == [f"{scratch} {metrics} hi", "False"]
+    with pytest.raises(AssertionError):  # every replica must exit as told
+        trainer_runs.run_replicas(project, tmp_path, ["0"], "again", 2, exit_code=1, env=env)

@@ -115,6 +115,22 @@ def local_job(vertex_project):
 
 
 @pytest.fixture
+def sitecustomize(tmp_path, vertex_project):
+    """``sitecustomize(code, **variables)``: the environment variables (``env=`` of the fixtures
+    here) that load ``code`` into every Python process of the trainer as ``sitecustomize``:
+    test-only hooks, which act on the ``variables`` they read."""
+
+    def env(code: str, **variables: str) -> dict[str, str]:
+        folder = tmp_path / "sitecustomize"
+        folder.mkdir(exist_ok=True)
+        (folder / "sitecustomize.py").write_text(code)
+        path = [str(folder), str(vertex_project), os.environ.get("PYTHONPATH", "")]
+        return {"PYTHONPATH": os.pathsep.join(filter(None, path)), **variables}
+
+    return env
+
+
+@pytest.fixture
 def kill_and_resume(vertex_project):
     """``kill_and_resume(output_dir, trainer_args, replicas=2, after="checkpoint", ...)``.
 

@@ -285,6 +285,14 @@ class LocalJob:
     def tail(self, characters: int = 6000) -> str:
         return self.output[-characters:]
 
+    def exited_after_drill(self, replica: str) -> float:
+        """Seconds from the kill drill's signal (to another replica) until ``replica`` exited."""
+        found = re.search(
+            rf"kill drill: {replica} exited -?\d+ ([\d.]+)s after the SIG", self.output
+        )
+        assert found, f"no drill line for {replica}'s exit\n{self.tail()}"
+        return float(found.group(1))
+
     def sigterm_to_exit(
         self, replica: str = CHIEF, grace: float = SPOT_GRACE_SECONDS
     ) -> tuple[int, float]:

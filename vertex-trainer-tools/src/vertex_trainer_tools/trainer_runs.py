@@ -1,6 +1,7 @@
 """Run a project's ``trainer.task`` in its own tests, without the emulator: as a process (one
-replica, or a chief and a worker with Vertex's ``CLUSTER_SPEC``) or as a call in the test's
-process (no start-up to pay, for what a run computes or refuses).
+replica; a chief and a worker with Vertex's ``CLUSTER_SPEC``; the replicas of one job with all
+Vertex sets on each, from the runtime's writer) or as a call in the test's process (no
+start-up to pay, for what a run computes or refuses). Nothing restarts them.
 
 Framework-free: every variant's tests use them; ``testing`` has the smaller helpers they build on.
 """
@@ -16,8 +17,16 @@ import sys
 import time
 from pathlib import Path
 
+from vertex_trainer_runtime import vertex_env
+
 from vertex_trainer_tools.project import project_root
-from vertex_trainer_tools.testing import cluster_spec, free_ports, is_vertex_variable, kill
+from vertex_trainer_tools.testing import (
+    cluster_spec,
+    free_ports,
+    is_vertex_variable,
+    kill,
+    without_vertex,
+)
 
 
 def start_trainer(
@@ -97,6 +106,43 @@ def wait_all(
         for process in running:
             kill(process)
     return [process.returncode for process in running]
+
+
+def run_replicas(
+    project: Path,
+    folder: Path,
+    argv: list[str],
+    name: str,
+    replicas: int = 2,
+    exit_code: int = 0,
+    env: dict[str, str] | None = None,
+    code: str = "",
+    timeout: float = 240,
+) -> list[str]:
+    """The trainer as the ``replicas`` training replicas of one job on loopback, started here
+    (no emulator: nothing restarts them), each with what Vertex sets on it (the runtime's
+    writer) but the output dirs (``argv`` says where), plus ``env``, its own TMPDIR
+    (``folder/tmp-<name>-<replica>``) and hypertune file (``folder/<name>-<replica>.metrics``).
+    Replica 0 is the chief. Every replica must exit ``exit_code``; returns their logs."""
+    hosts = [f"localhost:{port}" for port in free_ports(replicas)]
+    pools = {"workerpool0": hosts[:1], "workerpool1": hosts[1:]}
+    processes = []
+    for replica in range(replicas):
+        pool, index = ("workerpool0", 0) if replica == 0 else ("workerpool1", replica - 1)
+        vertex = vertex_env.replica_environment(
+            pools, pool, index, base_output_dir=str(folder), job_id="123", project_number="1"
+        )
+        scratch = Path(folder) / f"tmp-{name}-{replica}"
+        scratch.mkdir()
+        variables = without_vertex(**(env or {}), TMPDIR=str(scratch))
+        variables.update({k: v for k, v in vertex.items() if not k.startswith("AIP_")})
+        variables["CLOUD_ML_HP_METRIC_FILE"] = str(Path(folder) / f"{name}-{replica}.metrics")
+        log = Path(folder) / f"{name}-{replica}.log"
+        processes.append(start_trainer(argv, variables, log, project, code))
+    codes = wait_all(processes, timeout)
+    logs = [(Path(folder) / f"{name}-{replica}.log").read_text() for replica in range(replicas)]
+    assert codes == [exit_code] * replicas, "\n-----\n".join(log[-3000:] for log in logs)
+    return logs
 
 
 def without_vertex_variables(monkeypatch, **env: str) -> None:

@@ -1,15 +1,16 @@
-"""Helpers for the Keras smoke tests: a Vertex-free environment, tiny runs, killable processes."""
+"""Helpers for the Keras tests: a Vertex-free environment, tiny runs, what a drill's job logged
+(the framework-free helpers are the tools': ``vertex_trainer_tools.testing``, ``.trainer_runs``)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
+import re
 from pathlib import Path
 
 import pytest
-from vertex_trainer_tools.testing import is_vertex_variable, kill, read_metrics, without_vertex
+from vertex_trainer_runtime import checkpoints
+from vertex_trainer_tools.trainer_runs import run_replicas
+from vertex_trainer_tools.testing import is_vertex_variable, read_metrics, without_vertex
 
 PROJECT = Path(__file__).resolve().parent.parent
 # Small enough to train in about a second on one CPU core, big enough to learn.
@@ -51,6 +52,25 @@ def reported_epochs(path: Path) -> list[int]:
     return [int(line["global_step"]) for line in read_metrics(path)]
 
 
+def resumed_at(job, replica: str = "workerpool0-0") -> tuple[int, int]:
+    """(step, epochs done) of the checkpoint ``replica``'s second attempt resumed from."""
+    pattern = re.compile(r"Resumed from \S+/checkpoint-(\d+) \(step \d+, (\d+) epochs done")
+    lines = job.lines(replica, attempt=2)
+    found = [match for match in map(pattern.search, lines) if match]
+    assert found, "\n".join(lines)[-3000:]
+    return int(found[0].group(1)), int(found[0].group(2))
+
+
+def notice_steps(job) -> dict[str, int]:
+    """The step each replica saved on a preemption notice."""
+    saved = re.findall(r"^(workerpool\d-0) \| .*notice: saved checkpoint-(\d+)", job.output, re.M)
+    return {replica: int(step) for replica, step in saved}
+
+
+def final_step(output_dir) -> int:
+    return checkpoints.latest_complete(str(output_dir / "checkpoints")).step
+
+
 def train(argv: list[str]) -> int:
     """Run the trainer in this process (no TensorFlow start-up cost)."""
     import tf_keras
@@ -72,27 +92,9 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    """``python -m trainer.task`` in its own process group, output to ``log``."""
-    with open(log, "wb") as handle:
-        return subprocess.Popen(
-            [sys.executable, "-m", "trainer.task", *argv],
-            cwd=PROJECT,
-            env=env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def wait_all(processes: list[subprocess.Popen], timeout: float) -> list[int]:
-    """Exit codes; every process still running at ``timeout`` is killed and the test fails."""
-    deadline = time.monotonic() + timeout
-    try:
-        for process in processes:
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        for process in processes:
-            kill(process)
-        pytest.fail(f"trainer processes still running after {timeout:.0f} s; killed")
-    return [process.returncode for process in processes]
+def run_tasks(tmp_path: Path, argv: list[str], name: str, replicas: int = 2, **options) -> list:
+    """``trainer_runs.run_replicas`` of this project with the environment above: ``options`` are its
+    ``exit_code`` and ``code`` and further variables."""
+    settings = {key: options.pop(key) for key in ("exit_code", "code") if key in options}
+    env = subprocess_env(**options)
+    return run_replicas(PROJECT, tmp_path, argv, name, replicas, env=env, **settings)

@@ -1,27 +1,21 @@
 """Data order: a pass over the data trains on every example once, and a resumed run is the
-same run (the same batches in the same order, hence the same weights)."""
+same run (the same batches in the same order, hence the same weights). The passes themselves
+are the runtime's (vertex_trainer_runtime.keras.passes, tested in vertex-trainer-runtime on a
+numbered source); here, on the trainer's own sources and runs."""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import json
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import PROJECT, TINY, start, subprocess_env, wait_all
+from conftest import TINY, run_tasks
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.testing import cluster_spec, free_ports
+from vertex_trainer_runtime.keras import passes
 
-from trainer import data, passes, resume, tfds_data
-
-
-def _numbered(size: int) -> data.Source:
-    """The synthetic source, with each example's index in place of its image."""
-    source = data.synthetic(size, 4, 8, seed=1, name="numbered")
-    return dataclasses.replace(source, load=lambda index, label: (index, label))
+from trainer import resume, tfds_data
 
 
 def _stream(source, workers: int, per_replica: int, start_step: int, steps: int):
@@ -32,49 +26,6 @@ def _stream(source, workers: int, per_replica: int, start_step: int, steps: int)
         dataset = passes.training_dataset(source, context, per_replica * workers, 7, start_step)
         batches.append([indices.numpy().tolist() for indices, _ in dataset.take(steps)])
     return [list(step) for step in zip(*batches, strict=True)]
-
-
-@pytest.mark.parametrize(
-    "size,per_replica,workers",
-    [(501, 8, 2), (501, 32, 1), (65, 32, 2), (100, 7, 3), (64, 16, 2)],
-)
-def test_each_pass_trains_on_every_example_once(size, per_replica, workers):
-    """Whatever the size, batch and worker count: every example once per pass, no empty
-    batch, full global batches but in the last step, which takes the rest."""
-    source = _numbered(size)
-    steps = passes.steps_per_pass(size, per_replica * workers, workers)
-    stream = _stream(source, workers, per_replica, 0, 3 * steps)
-    for number in range(3):
-        one_pass = stream[number * steps : (number + 1) * steps]
-        seen = collections.Counter(i for step in one_pass for batch in step for i in batch)
-        assert sorted(seen) == list(range(size)) and set(seen.values()) == {1}
-        sizes = [sum(len(batch) for batch in step) for step in one_pass]
-        assert sizes[:-1] == [per_replica * workers] * (steps - 1)
-        assert all(batch for step in one_pass for batch in step)
-    firsts = [stream[n * steps][0] for n in range(3)]
-    assert firsts[0] != firsts[1] != firsts[2]  # a new order each pass
-
-
-def test_the_last_step_takes_the_rest_as_keras_does():
-    # 501 examples, global batch 16: 31 full steps and one of 5 (3 + 2 on two replicas).
-    assert passes.steps_per_pass(501, 16, 2) == 32
-    sizes = [passes.pass_batch_sizes(501, 16, tf.distribute.InputContext(2, w, 2)) for w in (0, 1)]
-    assert [s[-1] for s in sizes] == [3, 2] and all(s[:-1] == [8] * 31 for s in sizes)
-    # 65 examples, global batch 64 on two replicas: one left, too few for both replicas, so it
-    # joins the step before, whose per-replica batches are 33 and 32.
-    assert passes.steps_per_pass(65, 64, 2) == 1
-    sizes = [passes.pass_batch_sizes(65, 64, tf.distribute.InputContext(2, w, 2)) for w in (0, 1)]
-    assert sizes == [[33], [32]]
-
-
-@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
-def test_a_stream_started_mid_pass_continues_the_same_order(workers):
-    """What a restart at step t trains on is what the uninterrupted run trained from step t."""
-    source = _numbered(101)
-    steps = passes.steps_per_pass(101, 8 * workers, workers)
-    whole = _stream(source, workers, 8, 0, 3 * steps)
-    for start_step in (steps // 2, steps, steps + 3):
-        assert _stream(source, workers, 8, start_step, steps) == whole[start_step:][:steps]
 
 
 @pytest.mark.slow  # make test-all, beside the TFDS training test
@@ -127,36 +78,6 @@ resume.TrainingState.save = _save_then_stop
 EXAMPLES, BATCH, EPOCHS = 501, 8, 2  # stopped in epoch 2, the last: resumed, it ends it
 
 
-def _run_job(tmp_path, name: str, replicas: int, argv: list[str], stop: int | None = None):
-    """The trainer as a Vertex job of ``replicas`` tasks; the task logs."""
-    hooks = tmp_path / "hooks"
-    hooks.mkdir(exist_ok=True)
-    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    ports = free_ports(replicas)
-    hosts = [f"localhost:{port}" for port in ports]
-    tasks = [("workerpool0", "chief")] + [("workerpool1", "worker")] * (replicas - 1)
-    processes = []
-    for index, (pool, task) in enumerate(tasks):
-        env = subprocess_env(CLOUD_ML_HP_METRIC_FILE=str(tmp_path / f"{name}-{index}.metrics"))
-        if stop is not None:
-            env["STOP_AFTER_STEP"] = str(stop)
-            env["PYTHONPATH"] = f"{hooks}{os.pathsep}{PROJECT}"
-        if replicas > 1:
-            task_index = 0 if task == "chief" else index - 1
-            pools = {"workerpool0": hosts[:1], "workerpool1": hosts[1:]}
-            env["CLUSTER_SPEC"] = cluster_spec(pools, pool, index=task_index)
-            cluster = {"chief": hosts[:1], "worker": hosts[1:]}
-            env["TF_CONFIG"] = json.dumps(
-                {"cluster": cluster, "task": {"type": task, "index": task_index}}
-            )
-        processes.append(start(argv, env, tmp_path / f"{name}-{index}.log"))
-    codes = wait_all(processes, timeout=240)
-    logs = [(tmp_path / f"{name}-{index}.log").read_text() for index in range(replicas)]
-    expected = [137 if stop is not None else 0] * replicas
-    assert codes == expected, "\n-----\n".join(log[-3000:] for log in logs)
-    return logs
-
-
 def _final_weights(root, part: str = "") -> dict[str, np.ndarray]:
     """The model's variables in the newest checkpoint under ``root`` (a task's ``part`` of it
     when the job had several tasks)."""
@@ -171,7 +92,9 @@ def _final_weights(root, part: str = "") -> dict[str, np.ndarray]:
 @pytest.mark.parametrize(
     "replicas", [1, pytest.param(2, marks=pytest.mark.distributed)], ids=["1-replica", "2-replicas"]
 )
-def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(tmp_path, replicas):
+def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
+    tmp_path, sitecustomize, replicas
+):
     """501 examples (no batch divides them), stopped right after a checkpoint inside epoch 2,
     rerun: the same final weights, bit for bit, as a run that was never stopped."""
     # One pass, the partial last batch included (as Keras counts steps): 63 steps, or 32.
@@ -189,11 +112,12 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(tmp_path, repl
     # Only the stopped run needs the timed saves; the others save at epoch ends (TINY), which
     # leaves their weights alone and spares a save per step.
     timed_saves = "--checkpoint-minutes=0.000001"
-    whole = tmp_path / "whole"
-    _run_job(tmp_path, "whole", replicas, [*argv, f"--job-dir={whole}"])
-    job = tmp_path / "job"
-    _run_job(tmp_path, "stopped", replicas, [*argv, timed_saves, f"--job-dir={job}"], stop=stop)
-    logs = _run_job(tmp_path, "resumed", replicas, [*argv, f"--job-dir={job}"])
+    whole, job = tmp_path / "whole", tmp_path / "job"
+    run_tasks(tmp_path, [*argv, f"--job-dir={whole}"], "whole", replicas)
+    stopped = [*argv, timed_saves, f"--job-dir={job}"]
+    hooks = sitecustomize(SITECUSTOMIZE, STOP_AFTER_STEP=str(stop))
+    run_tasks(tmp_path, stopped, "stopped", replicas, exit_code=137, **hooks)
+    logs = run_tasks(tmp_path, [*argv, f"--job-dir={job}"], "resumed", replicas)
 
     part = "chief-0" if replicas > 1 else ""
     expected = _final_weights(whole / "checkpoints", part)

@@ -7,59 +7,18 @@ the same step.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import tensorflow as tf
-from conftest import PROJECT, TINY, reported_epochs, start, subprocess_env, wait_all
+from conftest import PROJECT, TINY, reported_epochs, run_tasks
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.testing import cluster_spec, free_ports
 
 pytestmark = pytest.mark.distributed
 
 STEPS = 12
-
-
-def vertex_env(ports, pool, tf_task, tmp_path):
-    """CLUSTER_SPEC and TF_CONFIG shaped like Vertex's (job as a JSON string, extra keys)."""
-    hosts = [f"localhost:{port}" for port in ports]
-    tf_config = {
-        "cluster": {"chief": hosts[:1], "worker": hosts[1:]},
-        "environment": "cloud",
-        "task": {"type": tf_task, "index": 0, "cloud": "abc123"},
-        "job": {"python_module": ""},
-    }
-    scratch = tmp_path / f"tmp-{tf_task}"
-    scratch.mkdir(exist_ok=True)
-    return subprocess_env(
-        CLUSTER_SPEC=cluster_spec(
-            {"workerpool0": hosts[:1], "workerpool1": hosts[1:]},
-            pool,
-            trial=None,
-            open_ports=[3333],
-        ),
-        TF_CONFIG=json.dumps(tf_config),
-        CLOUD_ML_JOB_ID="1234567890",
-        CLOUD_ML_HP_METRIC_FILE=str(tmp_path / f"{tf_task}.metrics"),
-        TMPDIR=str(scratch),
-    )
-
-
-def run_pair(tmp_path, argv, name):
-    ports = free_ports(2)
-    processes = [
-        start(argv, vertex_env(ports, pool, task, tmp_path), tmp_path / f"{name}-{task}.log")
-        for pool, task in (("workerpool0", "chief"), ("workerpool1", "worker"))
-    ]
-    codes = wait_all(processes, timeout=150)
-    logs = {task: (tmp_path / f"{name}-{task}.log").read_text() for task in ("chief", "worker")}
-    assert codes == [0, 0], "\n".join(f"--- {t}\n{text[-3000:]}" for t, text in logs.items())
-    return logs
 
 
 def complete_steps(root):
@@ -75,20 +34,20 @@ def test_chief_and_worker(tmp_path):
         "--checkpoint-minutes=0.00001",  # also exercise the workers' agreement on timed saves
         f"--job-dir={job}",
     ]
-    logs = run_pair(tmp_path, [*argv, "--epochs=2"], "first")
-    assert "MultiWorkerMirroredStrategy on chief 0: 2 replica(s), global batch 16" in logs["chief"]
+    chief, worker = run_tasks(tmp_path, [*argv, "--epochs=2"], "first")
+    assert "MultiWorkerMirroredStrategy on chief 0: 2 replica(s), global batch 16" in chief
 
     # Only the chief reports and writes the model; it loads and predicts.
-    assert reported_epochs(tmp_path / "chief.metrics") == [1, 2]
-    assert not (tmp_path / "worker.metrics").exists()
+    assert reported_epochs(tmp_path / "first-0.metrics") == [1, 2]
+    assert not (tmp_path / "first-1.metrics").exists()
     loaded = tf.saved_model.load(str(job / "model"))
     outputs = loaded.signatures["serving_default"](images=tf.zeros([2, 16, 16, 3]))
     assert outputs["probabilities"].shape == (2, 4)
 
     # The worker exported to a scratch folder of its own, then removed it.
-    scratch = re.search(r"copy of the model to (\S+)", logs["worker"]).group(1)
-    assert scratch.startswith(str(tmp_path / "tmp-worker"))
-    assert list((tmp_path / "tmp-worker").iterdir()) == []
+    scratch = re.search(r"copy of the model to (\S+)", worker).group(1)
+    assert scratch.startswith(str(tmp_path / "tmp-first-1"))
+    assert list((tmp_path / "tmp-first-1").iterdir()) == []
 
     # One folder per step with a part per task, saved at the same steps: the timed saves the
     # tasks agree on every 10 steps (10, 20) and the epoch ends (12, 24); the newest two are kept.
@@ -100,10 +59,10 @@ def test_chief_and_worker(tmp_path):
     # As if the job died right after the timed save at step 20 (8 steps into epoch 2): a rerun
     # of both tasks with one more epoch resumes there on both and finishes epoch 2 first.
     (root / f"checkpoint-{2 * STEPS}" / checkpoints.MARKER).unlink()
-    logs = run_pair(tmp_path, [*argv, "--epochs=3", "--checkpoint-minutes=0"], "second")
-    for task in ("chief", "worker"):
-        assert "(step 20, 1 epochs done) and 8 steps of epoch 2" in logs[task]
-    assert reported_epochs(tmp_path / "chief.metrics") == [2, 3]
+    logs = run_tasks(tmp_path, [*argv, "--epochs=3", "--checkpoint-minutes=0"], "second")
+    for log in logs:
+        assert "(step 20, 1 epochs done) and 8 steps of epoch 2" in log
+    assert reported_epochs(tmp_path / "second-0.metrics") == [2, 3]
     assert complete_steps(root)[-1] == 3 * STEPS
 
 
@@ -132,26 +91,9 @@ def test_tfds_dataset_prepared_once_by_the_chief(tmp_path):
         "--epochs=1",
         f"--job-dir={job}",
     ]
-    ports = free_ports(2)
-    processes = []
-    for pool, task in (("workerpool0", "chief"), ("workerpool1", "worker")):
-        env = vertex_env(ports, pool, task, tmp_path)
-        env["PYTHONPATH"] = f"{env['PYTHONPATH']}{os.pathsep}{Path(__file__).parent}"
-        env[PREPARE_LOG] = str(prepare_log)
-        with open(tmp_path / f"{task}.log", "wb") as log:
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-c", WITH_TFDS_BUILDER, *argv],
-                    cwd=PROJECT,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-    codes = wait_all(processes, timeout=150)
-    logs = {task: (tmp_path / f"{task}.log").read_text() for task in ("chief", "worker")}
-    assert codes == [0, 0], "\n".join(f"--- {t}\n{text[-3000:]}" for t, text in logs.items())
+    options = {"PYTHONPATH": f"{PROJECT}{os.pathsep}{Path(__file__).parent}"}
+    options[PREPARE_LOG] = str(prepare_log)
+    run_tasks(tmp_path, argv, "tfds", code=WITH_TFDS_BUILDER, **options)
     assert prepare_log.read_text().splitlines() == ["chief"]
-    assert reported_epochs(tmp_path / "chief.metrics") == [1]
+    assert reported_epochs(tmp_path / "tfds-0.metrics") == [1]
     assert (job / "model" / "saved_model.pb").is_file()

@@ -8,14 +8,12 @@ TensorBoard) must equal it: every eval image counted once, none repeated to fill
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY, train
+from conftest import TINY, run_tasks, train
 from vertex_trainer_tools.testing import read_metrics
 
 from trainer.metric import METRIC
@@ -96,51 +94,21 @@ def assert_reports_exported_accuracy(metrics_file: Path, job: Path, eval_root: P
     return truth
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, folders):
-    """``trained(batch_size)``: (job folder, metrics file) of the one-epoch run at that batch
-    size, trained once per module: the accuracy tests and the rerun test read the same runs."""
-    runs = {}
-
-    def run(batch_size: int) -> tuple[Path, Path]:
-        if batch_size not in runs:
-            folder = tmp_path_factory.mktemp(f"batch-{batch_size}")
-            job, metrics = folder / "job", folder / "output.metrics"
-            with pytest.MonkeyPatch.context() as patch:
-                patch.setenv("CLOUD_ML_HP_METRIC_FILE", str(metrics))
-                assert train(train_args(folders, job, batch_size)) == 0
-            runs[batch_size] = job, metrics
-        return runs[batch_size]
-
-    return run
-
-
-# make test-all (--dist loadgroup): the tests that read the batch-32 run share one worker.
-BATCH_32_RUN = pytest.mark.xdist_group("keras-eval-batch-32-run")
-
-
-@pytest.mark.parametrize(
-    "batch_size", [8, pytest.param(32, marks=[pytest.mark.slow, BATCH_32_RUN])]
-)
-def test_reported_accuracy_counts_each_eval_image_once(folders, trained, batch_size):
-    """51 images at a batch of 8 or 32: no padded or repeated images in the measurement."""
-    job, metrics_file = trained(batch_size)
-    assert_reports_exported_accuracy(metrics_file, job, folders[1])
-
-
-@pytest.mark.slow  # make test-all: the fast tier keeps one resume (test_keras_resume.py)
-@BATCH_32_RUN
-def test_rerun_after_the_last_epoch_reports_the_exported_model(
-    tmp_path, folders, trained, metrics_file
-):
-    """A rerun that finds every epoch done (on a fresh VM, say) still reports, last, the
-    accuracy of the model it exports."""
+@pytest.mark.parametrize("batch_size", [8, pytest.param(32, marks=pytest.mark.slow)])
+def test_reported_accuracy_counts_each_eval_image_once(tmp_path, folders, metrics_file, batch_size):
+    """51 images at a batch of 8 or 32: no padded or repeated images in the measurement. At 32
+    (make test-all; the fast tier keeps one resume, test_keras_resume.py), a rerun that finds
+    every epoch done (on a fresh VM, say) still reports, last, the accuracy of the model it
+    exports."""
     job = tmp_path / "job"
-    shutil.copytree(trained(32)[0], job)  # a copy: the accuracy test reads the original
-    assert train(train_args(folders, job, 32)) == 0
-    assert [line["global_step"] for line in read_metrics(metrics_file)] == ["1"]
-    truth = exported_accuracy(job / "model", folders[1])
-    assert float(read_metrics(metrics_file)[-1][METRIC]) == pytest.approx(truth, abs=1e-6)
+    assert train(train_args(folders, job, batch_size)) == 0
+    assert_reports_exported_accuracy(metrics_file, job, folders[1])
+    if batch_size == 32:
+        metrics_file.unlink()
+        assert train(train_args(folders, job, 32)) == 0
+        assert [line["global_step"] for line in read_metrics(metrics_file)] == ["1"]
+        truth = exported_accuracy(job / "model", folders[1])
+        assert float(read_metrics(metrics_file)[-1][METRIC]) == pytest.approx(truth, abs=1e-6)
 
 
 @pytest.mark.slow
@@ -149,13 +117,8 @@ def test_two_workers_count_each_eval_image_once(tmp_path, folders):
     """Chief + worker, 25 images per replica (split across two workers, 51 eval images would
     need a padded or empty batch): the chief reports the exported model's accuracy on the 51
     distinct images."""
-    from test_keras_distributed import run_pair
-
     job = tmp_path / "job"
     argv = [*train_args(folders, job, 25), "--steps-per-epoch=5"]
-    logs = run_pair(tmp_path, argv, "eval")
-    assert "2 replica(s), global batch 50" in logs["chief"]
-    reported = [json.loads(line) for line in (tmp_path / "chief.metrics").read_text().splitlines()]
-    truth = exported_accuracy(job / "model", folders[1])
-    assert float(reported[-1][METRIC]) == pytest.approx(truth, abs=1e-6)
-    assert tensorboard_eval_accuracy(job / "logs")[-1] == pytest.approx(truth, abs=1e-6)
+    chief, _ = run_tasks(tmp_path, argv, "eval")
+    assert "2 replica(s), global batch 50" in chief
+    assert_reports_exported_accuracy(tmp_path / "eval-0.metrics", job, folders[1])

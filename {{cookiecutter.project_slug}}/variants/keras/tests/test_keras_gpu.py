@@ -15,8 +15,7 @@ import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, read_metrics, reported_epochs, subprocess_env
 from vertex_trainer_runtime import checkpoints
-
-from trainer import precision
+from vertex_trainer_runtime.keras import precision
 
 GPUS = tf.config.list_physical_devices("GPU")
 NO_GPU = (
@@ -80,7 +79,7 @@ def _check_learned(job, metrics_file, steps_per_epoch: int) -> None:
 
 def test_trains_on_one_gpu(tmp_path, metrics_file):
     """With --precision=auto (the default): mixed_bfloat16 from compute capability 8.0,
-    mixed_float16 on T4/V100 (the rule itself: test_keras_speed.py)."""
+    mixed_float16 on T4/V100 (the rule itself: the runtime's test_keras_precision.py)."""
     job = tmp_path / "job"
     argv = [*TINY, "--synthetic-examples=256", "--learning-rate=0.01", "--epochs=2"]
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 import tensorflow as tf
-from conftest import PROJECT, TINY
+from conftest import PROJECT, TINY, notice_steps, resumed_at
 from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import is_vertex_variable, run_local_job, with_reduction_server
 
@@ -42,8 +42,8 @@ SHARES_THE_UNINTERRUPTED_JOB = pytest.mark.xdist_group("keras-uninterrupted-2-re
 @pytest.fixture(scope="module")
 def uninterrupted_job(tmp_path_factory):
     """The 2-replica job of ARGS, never stopped, in a vertex.yaml with a Reduction Server in
-    pool 2 (its 2 replicas idle): what the export and Reduction Server tests check and the
-    SIGTERM drill's final weights must equal. Run once for the three (each trainer start
+    pool 2 (its 2 replicas idle): what the export and Reduction Server test checks and the
+    SIGTERM drill's final weights must equal. Run once for the two (each trainer start
     costs seconds)."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     config = with_reduction_server(PROJECT / "vertex.yaml", folder / "vertex.yaml")
@@ -55,13 +55,19 @@ def uninterrupted_job(tmp_path_factory):
 
 
 @SHARES_THE_UNINTERRUPTED_JOB
-def test_two_replicas_train_and_only_the_chief_exports(uninterrupted_job):
+def test_two_replicas_train_only_the_chief_exports_and_the_reduction_server_is_left_out(
+    uninterrupted_job,
+):
     job = uninterrupted_job
     print(f"keras REPLICAS=2 local run: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
     chief, worker = job.lines("workerpool0-0"), job.lines("workerpool1-0")
+    # vertex.yaml with job.reduction_server: TF_CONFIG lists its 2 (idle) replicas as "ps"; the
+    # strategy still has the 2 training replicas.
     assert any("MultiWorkerMirroredStrategy on chief 0: 2 replica(s)" in line for line in chief)
     assert any("MultiWorkerMirroredStrategy on worker 0: 2 replica(s)" in line for line in worker)
+    assert any("Reduction Server: 2 replica(s)" in line for line in worker)
+    assert any("idle" in line for line in job.lines("workerpool2-1"))
 
     # Only the chief reports and exports; the worker's scratch export went into its own TMPDIR.
     assert job.reported_steps("workerpool0-0") == list(range(1, EPOCHS + 1))
@@ -91,48 +97,32 @@ json.dump = _slow_dump
 """.replace("{STEPS}", str(STEPS))
 
 
-def test_kill_drill_resumes_from_the_newest_complete_checkpoint(tmp_path, kill_and_resume):
+@pytest.mark.parametrize("restart_job", [None, True], ids=["chief-restarted", "restart-job"])
+def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
+    tmp_path, kill_and_resume, sitecustomize, restart_job
+):
     # Kill the chief once the first step is complete (end of epoch 1): once both tasks' parts
-    # of it are published (it used to take two per-task markers).
-    slow = tmp_path / "slow_markers"
-    slow.mkdir()
-    (slow / "sitecustomize.py").write_text(SLOW_MARKERS)
-    path = os.pathsep.join(filter(None, [str(slow), os.environ.get("PYTHONPATH")]))
-    job = kill_and_resume(
-        tmp_path / "out", ARGS, replicas=2, after="checkpoint", env={"PYTHONPATH": path}
-    )
+    # of it are published (it used to take two per-task markers). No replica outlives its job:
+    # the worker, in a collective with a chief that is gone, exits within the 30 s grace, by
+    # itself when the runner restarts only the chief, on the runner's SIGTERM with
+    # restart_job_on_worker_restart.
+    env = sitecustomize(SLOW_MARKERS)
+    job = kill_and_resume(tmp_path / "out", ARGS, restart_job=restart_job, env=env)
     print(f"keras REPLICAS=2 kill drill: {job.seconds:.1f} s")
     assert "kill drill: SIGKILL to workerpool0-0 after checkpoint-" in job.output
-    # No replica outlives its job: the worker, in a collective with a chief that is gone,
-    # exits within the 30 s grace (the runner restarts only the chief here).
-    worker = re.search(
-        r"kill drill: workerpool1-0 exited \S+ ([\d.]+)s after the SIGKILL", job.output
-    )
-    assert worker and float(worker.group(1)) < 30, job.tail()
-    print(f"keras chief SIGKILLed: the worker exited {worker.group(1)} s later")
+    worker = job.exited_after_drill("workerpool1-0")
+    print(f"keras chief SIGKILLed ({restart_job=}): the worker exited {worker:.1f} s later")
+    assert worker < 30, job.tail()
 
     # The rerun chief resumed from a complete checkpoint, not from scratch ...
-    pattern = re.compile(r"Resumed from \S+/checkpoint-(\d+) \(step \d+, (\d+) epochs done")
-    resumed = [pattern.search(line) for line in job.lines("workerpool0-0", attempt=2)]
-    resumed = [match for match in resumed if match]
-    assert resumed, "\n".join(job.lines("workerpool0-0", attempt=2))[-3000:]
-    step, done = int(resumed[0].group(1)), int(resumed[0].group(2))
+    step, done = resumed_at(job)
     assert 1 <= done < EPOCHS and step == done * STEPS
+    if restart_job:  # both from the checkpoint of the drill
+        assert resumed_at(job, "workerpool1-0")[0] == step == STEPS
     # ... so it trained and reported only the epochs still missing,
     assert job.reported_steps("workerpool0-0") == list(range(done + 1, EPOCHS + 1))
     # and the final state equals an uninterrupted run's: same steps, same epochs.
     assert final_checkpoints(job.output_dir) == [(EPOCHS * STEPS, EPOCHS)] * 2
-    assert_chief_model(job.output_dir / "model")
-
-
-@SHARES_THE_UNINTERRUPTED_JOB
-def test_a_reduction_server_in_pool_2_is_left_out_of_the_strategy(uninterrupted_job):
-    # vertex.yaml with job.reduction_server: TF_CONFIG lists its 2 (idle) replicas as "ps";
-    # the strategy still has the 2 training replicas (the export test above checks it).
-    job = uninterrupted_job
-    assert job.returncode == 0, job.tail()
-    assert any("Reduction Server: 2 replica(s)" in line for line in job.lines("workerpool1-0"))
-    assert any("idle" in line for line in job.lines("workerpool2-1"))
     assert_chief_model(job.output_dir / "model")
 
 
@@ -142,12 +132,13 @@ def test_sigterm_drill_saves_an_agreed_batch_and_ends_with_uninterrupted_weights
 ):
     from test_keras_data_order import _final_weights
 
-    job = kill_and_resume(tmp_path / "out", ARGS, replicas=2, after="checkpoint", signal="TERM")
+    job = kill_and_resume(tmp_path / "out", ARGS, after="checkpoint", signal="TERM")
     print(f"keras REPLICAS=2 SIGTERM drill: {job.seconds:.1f} s")
+    job.sigterm_to_exit()
     # Both tasks saved the same step (agreed within a second of training), then exited.
-    saved = re.findall(r"notice: saved checkpoint-(\d+), exiting", job.output)
-    assert len(saved) == 2 and len(set(saved)) == 1, job.tail()
-    assert any(f"/checkpoint-{saved[0]} (step" in x for x in job.lines(attempt=2))
+    saved = notice_steps(job)
+    assert len(saved) == 2 and len(set(saved.values())) == 1, job.tail()
+    assert resumed_at(job)[0] == saved["workerpool0-0"]
     assert final_checkpoints(job.output_dir) == [(EPOCHS * STEPS, EPOCHS)] * 2
     whole = uninterrupted_job
     assert whole.returncode == 0, whole.tail()

@@ -5,18 +5,16 @@ under MultiWorkerMirroredStrategy, steps slowed to seconds where step time matte
 (``VERTEX_TRAINER_DRILL_STEP_SECONDS``), prints how long after the SIGTERM (or the kill) the
 replicas exited, and fails if a step is lost. Test-only hooks (evaluation slowed, the worker
 killed between the two tasks' publishes) are loaded into every replica as ``sitecustomize``.
+(The chief SIGKILLed with restart_job_on_worker_restart: test_keras_local_run.py.)
 """
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
-from conftest import TINY
-from vertex_trainer_runtime import checkpoints
-
-from trainer import checkpoint_callback
+from conftest import TINY, final_step, notice_steps, resumed_at
+from vertex_trainer_runtime.keras import checkpoint_callback
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -33,9 +31,10 @@ if os.environ.get("CLUSTER_SPEC") and any(k.startswith("DRILL_") for k in os.env
     import threading
     import time
 
-    from trainer import quiet  # noqa: F401  (TensorFlow imported quietly, as the trainer does)
+    from vertex_trainer_runtime.keras import quiet  # noqa: F401  (as the trainer imports it)
     from vertex_trainer_runtime import preemption
-    from trainer import model, resume
+    from vertex_trainer_runtime.keras import task_parts
+    from trainer import model
 
     EVAL_SECONDS = float(os.environ.get("DRILL_EVAL_SECONDS") or 0)
     KILL_WORKER_AT_STEP = int(os.environ.get("DRILL_KILL_WORKER_PART_AT_STEP") or 0)
@@ -67,7 +66,7 @@ if os.environ.get("CLUSTER_SPEC") and any(k.startswith("DRILL_") for k in os.env
         model.evaluator = _slow_evaluator
 
     if KILL_WORKER_AT_STEP:
-        _publish_once = resume.TaskPublisher.publish_once
+        _publish_once = task_parts.TaskPublisher.publish_once
 
         def _killed_between_publishes(self, source, step, metadata):
             if step == KILL_WORKER_AT_STEP and not self.tasks.is_chief and first_time():
@@ -79,7 +78,7 @@ if os.environ.get("CLUSTER_SPEC") and any(k.startswith("DRILL_") for k in os.env
                 os.kill(os.getpid(), signal.SIGKILL)
             return _publish_once(self, source, step, metadata)
 
-        resume.TaskPublisher.publish_once = _killed_between_publishes
+        task_parts.TaskPublisher.publish_once = _killed_between_publishes
 
     if os.environ.get("DRILL_SIGTERM_TWICE"):
         _handle = preemption.Notice.handle
@@ -93,55 +92,15 @@ if os.environ.get("CLUSTER_SPEC") and any(k.startswith("DRILL_") for k in os.env
 '''
 
 
-@pytest.fixture
-def hooks_env(tmp_path):
-    """``hooks_env(**variables)``: the replicas' environment with the hooks on PYTHONPATH."""
-    folder = tmp_path / "hooks"
-    folder.mkdir()
-    (folder / "sitecustomize.py").write_text(HOOKS)
-    path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
-
-    def env(**variables) -> dict[str, str]:
-        return {"PYTHONPATH": path, **{k: str(v) for k, v in variables.items()}}
-
-    return env
-
-
 def args(epochs: int, steps: int) -> list[str]:
     return [*TINY, "--batch-size=8", f"--epochs={epochs}", f"--steps-per-epoch={steps}"]
 
 
-def exit_seconds(job, replica: str) -> float:
-    """Seconds from the drill's SIGTERM to ``replica``'s exit, as the drill reported them."""
-    found = re.search(rf"kill drill: {replica} exited \d+ ([\d.]+)s after SIGTERM", job.output)
-    assert found, job.tail()
-    return float(found.group(1))
-
-
-def resumed_step(job, replica: str = CHIEF) -> int:
-    lines = job.lines(replica, attempt=2)
-    found = [re.search(r"Resumed from \S+/checkpoint-(\d+) \(step", line) for line in lines]
-    found = [match for match in found if match]
-    assert found, "\n".join(lines)[-3000:]
-    return int(found[0].group(1))
-
-
-def final_step(output_dir) -> int:
-    return checkpoints.latest_complete(str(output_dir / "checkpoints")).step
-
-
-def notice_steps(job) -> dict[str, int]:
-    saved = re.findall(r"^(workerpool\d-0) \| .*notice: saved checkpoint-(\d+)", job.output, re.M)
-    return {replica: int(step) for replica, step in saved}
-
-
-def notice_drill(local_job, output_dir, trainer_args, env, replica=CHIEF, restart_job=None):
+def notice_drill(local_job, output_dir, trainer_args, env, replica=CHIEF):
     """The job with the drill's SIGTERM to ``replica`` once a checkpoint is complete; SIGKILL
     30 s later (Compute Engine's grace). The job must succeed."""
     drill = ["--kill-after=checkpoint", f"--kill-replica={replica}", "--kill-signal=TERM"]
     drill.append(f"--kill-grace={GRACE:g}")
-    if restart_job is not None:
-        drill.append(f"--{'' if restart_job else 'no-'}restart-job-on-worker-restart")
     job = local_job(output_dir, trainer_args, replicas=2, runner_args=drill, env=env)
     assert job.returncode == 0, job.tail()
     assert f"kill drill: SIGTERM to {replica}" in job.output, job.tail()
@@ -149,15 +108,8 @@ def notice_drill(local_job, output_dir, trainer_args, env, replica=CHIEF, restar
     return job
 
 
-def exited_after_drill(job, replica: str) -> float:
-    """Seconds from the drill's signal to another replica until ``replica`` exited."""
-    found = re.search(rf"kill drill: {replica} exited -?\d+ ([\d.]+)s after the SIG", job.output)
-    assert found, job.tail()
-    return float(found.group(1))
-
-
 def test_notice_in_a_5s_step_is_acted_on_at_its_end_twice_sent_and_loses_no_step(
-    tmp_path, kill_and_resume, hooks_env
+    tmp_path, kill_and_resume, sitecustomize
 ):
     # 5 s steps, one per epoch; SIGTERM (twice, 0.5 s apart) to the worker once step 1 is saved:
     # it lands in step 2, whose end both tasks agree on. The rerun only evaluates and exports.
@@ -168,117 +120,74 @@ def test_notice_in_a_5s_step_is_acted_on_at_its_end_twice_sent_and_loses_no_step
         after="checkpoint",
         replica=WORKER,
         signal="TERM",
-        env=hooks_env(VERTEX_TRAINER_DRILL_STEP_SECONDS=step_seconds, DRILL_SIGTERM_TWICE=1),
+        env=sitecustomize(
+            HOOKS, VERTEX_TRAINER_DRILL_STEP_SECONDS=str(step_seconds), DRILL_SIGTERM_TWICE="1"
+        ),
     )
-    seconds = exit_seconds(job, WORKER)
-    print(f"keras 2 tasks, {step_seconds} s steps: SIGTERM to the worker's exit {seconds:.1f} s")
+    _, seconds = job.sigterm_to_exit(WORKER, step_seconds + 10)
     assert re.search(rf"^{WORKER} \| .*SIGTERM to this replica, 2 signal\(s\)", job.output, re.M)
     # Both tasks saved step 2, the step in progress at the notice, then exited.
     assert notice_steps(job) == {CHIEF: 2, WORKER: 2}, job.tail()
-    assert seconds < step_seconds + 10 < GRACE
-    assert resumed_step(job) == 2  # not one step lost
+    assert resumed_at(job)[0] == 2  # not one step lost
     assert "All 2 epochs are done: evaluating and exporting only" in job.output
     assert final_step(job.output_dir) == epochs * steps
 
 
 def test_notice_during_a_long_evaluation_stops_it_and_saves_the_next_agreed_step(
-    tmp_path, local_job, hooks_env
+    tmp_path, local_job, sitecustomize
 ):
     # SIGTERM to the chief while it evaluates epoch 1 for 20 s (its checkpoint saved first): the
     # evaluation stops, both tasks save the next step they agree on, and exit.
     # 12 steps per epoch: at least one agreement (every 10th batch at the latest) in epoch 2.
     epochs, steps = 2, 12
-    job = notice_drill(
-        local_job,
-        tmp_path / "out",
-        args(epochs, steps),
-        hooks_env(DRILL_EVAL_SECONDS=20, DRILL_ONCE_FILE=tmp_path / "once"),
-    )
-    chief, worker = exit_seconds(job, CHIEF), exited_after_drill(job, WORKER)
-    print(f"keras notice during evaluation: chief exit {chief:.1f} s, worker exit {worker:.1f} s")
+    env = sitecustomize(HOOKS, DRILL_EVAL_SECONDS="20", DRILL_ONCE_FILE=str(tmp_path / "once"))
+    job = notice_drill(local_job, tmp_path / "out", args(epochs, steps), env)
+    job.sigterm_to_exit(CHIEF, 10)
+    assert job.exited_after_drill(WORKER) < GRACE, job.tail()
     assert "Preemption notice during the evaluation of epoch 1: evaluation stopped" in job.output
     # Both saved the same step after epoch 1's (the next agreement: within about a second of
     # training), and the rerun resumed from it on both: no step lost.
     saved = notice_steps(job)
     assert set(saved) == {CHIEF, WORKER} and len(set(saved.values())) == 1, job.tail()
     assert steps < saved[CHIEF] <= steps + checkpoint_callback.AGREE_EVERY_BATCHES < epochs * steps
-    assert chief < 10 and worker < GRACE, job.tail()
-    assert resumed_step(job) == resumed_step(job, WORKER) == saved[CHIEF]
+    assert resumed_at(job)[0] == resumed_at(job, WORKER)[0] == saved[CHIEF]
     assert final_step(job.output_dir) == epochs * steps
 
 
-def test_a_worker_whose_chief_is_killed_exits_within_the_grace_with_restart_job(
-    tmp_path, kill_and_resume
+@pytest.mark.parametrize("eval_seconds, exit_code", [(2, 0), (40, 143)], ids=["fits", "too-long"])
+def test_notice_after_the_last_step_evaluates_and_exports_or_the_rerun_only_exports(
+    tmp_path, local_job, sitecustomize, eval_seconds, exit_code
 ):
-    # restart_job_on_worker_restart: the runner SIGTERMs the worker when the chief dies; the
-    # worker, in a collective with a chief that is gone, exits within the grace.
-    # (Without it, test_keras_local_run.py's kill drill holds the same bound.)
-    job = kill_and_resume(tmp_path / "out", args(3, 20), after="checkpoint", restart_job=True)
-    worker = exited_after_drill(job, WORKER)
-    print(f"keras chief SIGKILLed, restart_job: the worker exited {worker:.1f} s later")
-    assert worker < GRACE, job.tail()
-    assert resumed_step(job) == resumed_step(job, WORKER) == 20
-
-
-def test_notice_after_the_last_step_evaluates_exports_and_exits_0_within_the_grace(
-    tmp_path, local_job, hooks_env
-):
-    # SIGTERM once the final checkpoint is saved, during the last (2 s) evaluation: it is not cut
-    # short, the export follows, and the job ends at once, with no rerun.
+    # SIGTERM once the final checkpoint is saved, during the last evaluation: it is not cut
+    # short. Within the grace (2 s) the export follows and the job ends at once, with no rerun;
+    # longer than the grace (40 s), 25 s after SIGTERM the watchdog ends the chief (143) with the
+    # final checkpoint complete, and the rerun trains no step.
     epochs, steps = 1, 2
-    job = notice_drill(
-        local_job,
-        tmp_path / "out",
-        args(epochs, steps),
-        hooks_env(DRILL_EVAL_SECONDS=2, DRILL_ONCE_FILE=tmp_path / "once"),
-    )
-    seconds = exit_seconds(job, CHIEF)
-    print(f"keras notice after the last step: evaluated, exported, exit 0 in {seconds:.1f} s")
-    assert f"kill drill: {CHIEF} exited 0 " in job.output
-    assert "Preemption notice after the last step" in job.output
-    assert seconds < GRACE and job.attempts(CHIEF) == 1
-    assert (job.output_dir / "model" / "saved_model.pb").is_file()
-    assert final_step(job.output_dir) == epochs * steps
-
-
-def test_notice_after_the_last_step_too_long_to_export_exits_143_and_the_rerun_only_exports(
-    tmp_path, local_job, hooks_env
-):
-    # The last evaluation takes 40 s: longer than the grace. 25 s after SIGTERM the watchdog
-    # ends the chief (143) with the final checkpoint complete; the rerun trains no step.
-    epochs, steps = 1, 2
-    job = notice_drill(
-        local_job,
-        tmp_path / "out",
-        args(epochs, steps),
-        hooks_env(DRILL_EVAL_SECONDS=40, DRILL_ONCE_FILE=tmp_path / "once"),
-    )
-    seconds = exit_seconds(job, CHIEF)
-    print(f"keras notice after the last step, evaluation too long: exit 143 in {seconds:.1f} s")
-    assert f"kill drill: {CHIEF} exited 143 " in job.output, job.tail()
-    assert "Still running 25 s after SIGTERM" in job.output
-    assert seconds < GRACE and job.attempts(CHIEF) == 2
-    assert resumed_step(job) == epochs * steps
-    assert "All 1 epochs are done: evaluating and exporting only" in job.output
+    once = str(tmp_path / "once")
+    env = sitecustomize(HOOKS, DRILL_EVAL_SECONDS=str(eval_seconds), DRILL_ONCE_FILE=once)
+    job = notice_drill(local_job, tmp_path / "out", args(epochs, steps), env)
+    assert job.sigterm_to_exit(CHIEF, GRACE)[0] == exit_code
+    if exit_code == 0:
+        assert "Preemption notice after the last step" in job.output
+        assert job.attempts(CHIEF) == 1
+    else:
+        assert "Still running 25 s after SIGTERM" in job.output
+        assert job.attempts(CHIEF) == 2 and resumed_at(job)[0] == epochs * steps
+        assert "All 1 epochs are done: evaluating and exporting only" in job.output
     assert (job.output_dir / "model" / "saved_model.pb").is_file()
     assert final_step(job.output_dir) == epochs * steps
 
 
 def test_kill_between_the_two_tasks_publishes_resumes_from_the_previous_complete_step(
-    tmp_path, local_job, hooks_env
+    tmp_path, local_job, sitecustomize
 ):
     # The worker dies after the chief published its part of step 8 and before it published its
     # own: step 8 never gets its marker, the rerun resumes from step 4 on both tasks, not 0.
     epochs, steps = 2, 4
-    job = local_job(
-        tmp_path / "out",
-        args(epochs, steps),
-        replicas=2,
-        env=hooks_env(
-            DRILL_KILL_WORKER_PART_AT_STEP=epochs * steps, DRILL_ONCE_FILE=tmp_path / "once"
-        ),
-    )
+    once, step = str(tmp_path / "once"), str(epochs * steps)
+    env = sitecustomize(HOOKS, DRILL_KILL_WORKER_PART_AT_STEP=step, DRILL_ONCE_FILE=once)
+    job = local_job(tmp_path / "out", args(epochs, steps), replicas=2, env=env)
     assert job.returncode == 0, job.tail()
     assert "drill hook: chief-0 published step 8: SIGKILL to the worker" in job.output
-    assert resumed_step(job) == steps and resumed_step(job, WORKER) == steps, job.tail()
+    assert resumed_at(job)[0] == steps and resumed_at(job, WORKER)[0] == steps, job.tail()
     assert final_step(job.output_dir) == epochs * steps

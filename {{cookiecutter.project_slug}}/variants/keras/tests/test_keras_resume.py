@@ -8,8 +8,9 @@ import time
 
 import pytest
 import tensorflow as tf
-from conftest import TINY, reported_epochs, start, subprocess_env, train
+from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
 from vertex_trainer_runtime import checkpoints
+from vertex_trainer_tools.trainer_runs import start_trainer
 from vertex_trainer_tools.testing import kill, read_metrics
 
 
@@ -18,7 +19,7 @@ def test_resumes_after_kill(tmp_path, metrics_file, caplog):
     # Long enough epochs (~0.5 s) that the kill lands while training goes on.
     argv = [*TINY, "--epochs=4", "--steps-per-epoch=150", f"--job-dir={job}"]
     env = subprocess_env(CLOUD_ML_HP_METRIC_FILE=str(metrics_file))
-    process = start(argv, env, tmp_path / "first.log")
+    process = start_trainer(argv, env, tmp_path / "first.log", PROJECT)
     deadline = time.monotonic() + 120
     try:
         while not checkpoints.latest_complete(str(job / "checkpoints")):
@@ -46,12 +47,25 @@ def test_resumes_after_kill(tmp_path, metrics_file, caplog):
     assert (job / "model" / "saved_model.pb").is_file()
 
 
+def checkpoint_learning_rate(checkpoint) -> float:
+    """The optimizer's learning rate as saved in a checkpoint's files."""
+    prefix = f"{checkpoint.path}/ckpt"
+    names = [name for name, _ in tf.train.list_variables(prefix)]
+    [name] = [n for n in names if n.startswith("optimizer/") and "learning_rate" in n]
+    return float(tf.train.load_checkpoint(prefix).get_tensor(name))
+
+
 @pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
-def test_partial_checkpoint_is_skipped(tmp_path, metrics_file, caplog):
+def test_partial_checkpoint_is_skipped_and_the_learning_rate_flag_wins(
+    tmp_path, metrics_file, caplog
+):
+    """A rerun skips the checkpoints without their marker, and trains at its own
+    --learning-rate, not the checkpoint's."""
     job = tmp_path / "job"
     root = job / "checkpoints"
-    assert train([*TINY, "--epochs=2", f"--job-dir={job}"]) == 0
+    assert train([*TINY, "--epochs=2", "--learning-rate=0.01", f"--job-dir={job}"]) == 0
     assert [c.step for c in checkpoints.list_checkpoints(str(root))] == [4, 8]
+    assert checkpoint_learning_rate(checkpoints.latest_complete(str(root))) == pytest.approx(0.01)
 
     # A copy killed mid-way (no marker), and a newer folder with only part of its files.
     (root / "checkpoint-8" / checkpoints.MARKER).unlink()
@@ -60,7 +74,7 @@ def test_partial_checkpoint_is_skipped(tmp_path, metrics_file, caplog):
     next((root / "checkpoint-12").glob("ckpt.data-*")).write_bytes(b"trunc")
 
     caplog.set_level(logging.INFO)
-    assert train([*TINY, "--epochs=3", f"--job-dir={job}"]) == 0
+    assert train([*TINY, "--epochs=3", "--learning-rate=0.05", f"--job-dir={job}"]) == 0
     skipped = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("checkpoint-12" in message for message in skipped)
     assert any("checkpoint-8" in message for message in skipped)
@@ -69,6 +83,7 @@ def test_partial_checkpoint_is_skipped(tmp_path, metrics_file, caplog):
     assert [int(line["global_step"]) for line in read_metrics(metrics_file)] == [2, 3]
     latest = checkpoints.latest_complete(str(root))
     assert latest.metadata()["epochs_done"] == 3 and latest.step == 12
+    assert checkpoint_learning_rate(latest) == pytest.approx(0.05)
 
 
 @pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
@@ -92,62 +107,3 @@ def test_resumes_inside_an_epoch(tmp_path, metrics_file, caplog):
     # Exactly the steps of an uninterrupted 2-epoch run: none lost, none repeated.
     final = checkpoints.latest_complete(str(root))
     assert (final.step, final.metadata()["epochs_done"]) == (8, 2)
-
-
-def checkpoint_learning_rate(checkpoint) -> float:
-    """The optimizer's learning rate as saved in a checkpoint's files."""
-    prefix = f"{checkpoint.path}/ckpt"
-    names = [name for name, _ in tf.train.list_variables(prefix)]
-    [name] = [n for n in names if n.startswith("optimizer/") and "learning_rate" in n]
-    return float(tf.train.load_checkpoint(prefix).get_tensor(name))
-
-
-@pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
-def test_learning_rate_flag_wins_over_the_checkpoint(tmp_path, caplog):
-    """A rerun with another --learning-rate trains at the new one, not the checkpoint's."""
-    job = tmp_path / "job"
-    root = job / "checkpoints"
-    assert train([*TINY, "--epochs=1", "--learning-rate=0.01", f"--job-dir={job}"]) == 0
-    assert checkpoint_learning_rate(checkpoints.latest_complete(str(root))) == pytest.approx(0.01)
-
-    caplog.set_level(logging.INFO)
-    assert train([*TINY, "--epochs=2", "--learning-rate=0.05", f"--job-dir={job}"]) == 0
-    assert "1 epochs done" in caplog.text
-    latest = checkpoints.latest_complete(str(root))
-    assert latest.metadata()["epochs_done"] == 2
-    assert checkpoint_learning_rate(latest) == pytest.approx(0.05)
-
-
-def test_a_step_is_complete_only_once_every_task_published_its_part(tmp_path, monkeypatch):
-    """Under MultiWorkerMirroredStrategy each task publishes its part of a step; the chief marks
-    the step complete once every part is: a step missing a part is never resumed from."""
-    from trainer import resume
-
-    monkeypatch.setattr(resume, "PARTS_WAIT_SECONDS", 0.5)
-    root = str(tmp_path / "checkpoints")
-    parts = ("chief-0", "worker-0")
-    chief = resume.TaskPublisher(root, resume.Tasks("chief-0", parts, is_chief=True))
-    worker = resume.TaskPublisher(root, resume.Tasks("worker-0", parts, is_chief=False))
-
-    def local(step: int):
-        folder = tmp_path / f"local-{step}"
-        folder.mkdir(exist_ok=True)
-        (folder / "ckpt.index").write_text(f"step {step}")
-        return str(folder)
-
-    for step in (4, 8):
-        worker.publish_once(local(step), step, {"epochs_done": step // 4})
-        chief.publish_once(local(step), step, {"epochs_done": step // 4})
-    assert checkpoints.latest_complete(root).step == 8
-    # Step 12: the chief's part is published, the worker's never comes (killed in between).
-    chief.publish_once(local(12), 12, {"epochs_done": 3})
-    assert (tmp_path / "checkpoints" / "checkpoint-12" / "chief-0" / checkpoints.MARKER).is_file()
-    latest = checkpoints.latest_complete(root)
-    assert latest.step == 8 and latest.metadata()["epochs_done"] == 2
-    # The step's marker vouches for every part's files.
-    assert sorted(latest.metadata()["files"]) == [
-        "chief-0/COMPLETE",
-        "chief-0/ckpt.index",
-        "worker-0/COMPLETE",
-        "worker-0/ckpt.index",
-    ]

@@ -9,6 +9,8 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
+import tf_keras as keras
 import yaml
 from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
 from vertex_trainer_runtime import checkpoints
@@ -105,50 +107,6 @@ def test_vertex_environment_and_hpt_flags(tmp_path, monkeypatch, metrics_file, c
     assert list((base / "logs").rglob("events.out.tfevents.*"))
 
 
-def _bad_folders(tmp_path):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    flat = tmp_path / "flat"
-    flat.mkdir()
-    (flat / "a.png").write_bytes(b"not really")
-    no_images = tmp_path / "no_images"
-    (no_images / "cats").mkdir(parents=True)
-    (no_images / "dogs").mkdir()
-    (no_images / "dogs" / "notes.txt").write_text("x")
-    one_class = tmp_path / "one_class"
-    (one_class / "cats").mkdir(parents=True)
-    (one_class / "cats" / "a.png").write_bytes(b"x")
-    return {
-        "missing": (tmp_path / "nowhere", "no such file or directory"),
-        "empty": (empty, "no class sub-folders"),
-        "flat": (flat, "no class sub-folders"),
-        "no_images": (no_images, "hold no images"),
-        "one_class": (one_class, "at least 2"),
-        "file": (flat / "a.png", "expected a folder"),
-    }
-
-
-@pytest.mark.parametrize("case", ["missing", "empty", "flat", "no_images", "one_class", "file"])
-def test_bad_input_is_one_error_line(tmp_path, capsys, case):
-    path, reason = _bad_folders(tmp_path)[case]
-    job = tmp_path / "job"
-    assert train([*TINY, f"--train-data={path}", "--eval-data=", f"--job-dir={job}"]) == 2
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ERROR:")]
-    assert len(errors) == 1
-    assert str(path) in errors[0] and reason in errors[0]
-    assert not (job / "model").exists()
-    assert not (job / "checkpoints").exists()
-
-
-def test_unknown_model_checkpoint_is_an_input_error(tmp_path, capsys):
-    """A checkpoint of another architecture is reported, never silently mixed in."""
-    job = tmp_path / "job"
-    assert train([*TINY, "--epochs=1", f"--job-dir={job}"]) == 0
-    argv = [*TINY, "--epochs=2", "--synthetic-classes=3", f"--job-dir={job}"]
-    assert train(argv) == 2
-    assert "does not fit this model" in capsys.readouterr().err
-
-
 @pytest.mark.slow
 def test_default_log_has_no_tensorflow_start_up_noise(tmp_path):
     """Every stderr line is an error in Cloud Logging: none of TensorFlow's harmless ones."""
@@ -200,3 +158,59 @@ def test_savedmodel_answers_vertex_requests_as_the_keras_model(tmp_path, serve_m
     served = [row["probabilities"] for row in rows]
     np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-6)
     assert [row["class_name"] for row in rows] == [classes[i] for i in expected.argmax(1)]
+
+
+@pytest.fixture
+def policy_reset():
+    """The policy is process-wide: leave float32 behind for the next test."""
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def test_precisions_resume_xla_trains_and_throughput_is_logged(
+    tmp_path, caplog, capsys, policy_reset
+):
+    """--precision, --jit-compile and the throughput logs, proven on CPU (the GPU side of
+    --precision: test_keras_gpu.py; the policy rule and the throughput arithmetic: the runtime's
+    tests). auto is float32 on CPU; its checkpoint resumes under mixed_bfloat16 with XLA at the
+    step it was taken, not under mixed_float16 (no loss scale saved) nor into another model; the
+    export serves float32; the throughput reaches the log, TensorBoard and the epoch's logs."""
+    caplog.set_level(logging.INFO)
+    job = f"--job-dir={tmp_path / 'job'}"
+    assert train([*TINY, "--epochs=1", job]) == 0
+    assert "Precision float32 (--precision=auto, CPU)" in caplog.text
+    first = checkpoints.latest_complete(str(tmp_path / "job" / "checkpoints"))
+    assert first.step == 4 and first.metadata()["precision"] == "float32"
+
+    assert train([*TINY, "--epochs=2", "--precision=mixed_float16", job]) == 2
+    error = capsys.readouterr().err
+    assert "ERROR: --precision mixed_float16: checkpoint " in error
+    assert "resume with --precision=float32, or use a new --checkpoint-dir" in error
+    # A checkpoint of another architecture is reported, never silently mixed in.
+    assert train([*TINY, "--epochs=2", "--synthetic-classes=3", job]) == 2
+    assert "does not fit this model" in capsys.readouterr().err
+
+    caplog.clear()
+    argv = [*TINY, "--epochs=2", "--precision=mixed_bfloat16", "--jit-compile", "--logging-steps=1"]
+    assert train([*argv, job]) == 0
+    assert "Checkpoint saved with precision float32, resuming with mixed_bfloat16" in caplog.text
+    assert f"Resumed from {first.path} (step 4, 1 epochs done)" in caplog.text
+    assert "XLA: the training step is compiled (--jit-compile)" in caplog.text
+    second = checkpoints.latest_complete(str(tmp_path / "job" / "checkpoints"))
+    assert second.step == 8 and second.metadata()["precision"] == "mixed_bfloat16"
+    served = tf.saved_model.load(str(tmp_path / "job" / "model")).signatures["serving_default"]
+    assert served.structured_outputs["probabilities"].dtype == tf.float32
+
+    # Step 5 traces (and compiles) the step: left out; then one report per step.
+    steps = [r.getMessage() for r in caplog.records if "examples/s, " in r.getMessage()]
+    assert [line.split(":")[0] for line in steps] == ["Step 6", "Step 7", "Step 8"], steps
+    assert "s in checkpoints, " in caplog.text and "s in evaluation" in caplog.text
+    seen = {}  # tag -> steps, over both runs' event files
+    for events in (tmp_path / "job" / "logs" / "throughput").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                seen.setdefault(value.tag, []).append(event.step)
+    # The first run: steps 2-4 in one report at the epoch's end (--logging-steps=50).
+    assert sorted(seen["examples_per_second"]) == sorted(seen["step_time_seconds"]) == [4, 6, 7, 8]
+    assert set(seen) >= {"total_checkpoint_seconds", "total_evaluation_seconds"}
+    assert "examples_per_second: " in capsys.readouterr().out  # the epoch's logs (Keras's line)

@@ -1,6 +1,6 @@
-"""A tiny TFDS image dataset, built offline: image ``i`` has every pixel equal to ``i``, so tests
-can tell which examples a worker read. Each preparation appends the preparing task's type
-(from TF_CONFIG) to the file named by $KERAS_TFDS_PREPARE_LOG, when set."""
+"""A tiny TFDS image dataset, built offline: image ``i`` (4 x 6, not square) has every pixel equal
+to ``i``, so tests can tell which examples a worker read. Each preparation appends the preparing
+task's type (from TF_CONFIG) to the file named by $KERAS_TFDS_PREPARE_LOG, when set."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class KerasTestNumbered(tfds.core.GeneratorBasedBuilder):
             builder=self,
             features=tfds.features.FeaturesDict(
                 {
-                    "image": tfds.features.Image(shape=(4, 4, 3)),
+                    "image": tfds.features.Image(shape=(4, 6, 3)),
                     "label": tfds.features.ClassLabel(names=["even", "odd"]),
                 }
             ),
@@ -41,7 +41,7 @@ class KerasTestNumbered(tfds.core.GeneratorBasedBuilder):
                 handle.write(f"{task.get('type', 'local')}\n")
             time.sleep(1)  # long enough for a second, concurrent preparation to start
         for i in range(COUNT):
-            yield i, {"image": np.full((4, 4, 3), i, np.uint8), "label": i % 2}
+            yield i, {"image": np.full((4, 6, 3), i, np.uint8), "label": i % 2}
 
 
 NAME = KerasTestNumbered.name

@@ -2,7 +2,8 @@
 
 YOU MAY CHANGE THIS FILE: add a source or change the decoding. Every source yields float32
 ``[size, size, 3]`` pixels in 0..255 (the exported model takes the same) and an int32 label; each
-worker reads only its shard, and training order is fixed by the seed and pass (passes.py).
+worker reads only its shard, and training order is fixed by the seed and pass (the runtime's
+``vertex_trainer_runtime.keras.passes``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 from vertex_trainer_runtime import cli, runtime
+from vertex_trainer_runtime.keras import image_checks
 
-from trainer import image_checks
 from trainer.flags import Data
 
 SYNTHETIC = "synthetic"

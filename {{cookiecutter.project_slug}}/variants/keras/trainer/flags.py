@@ -17,7 +17,8 @@ SYNTHETIC_IMAGE_SIZE = 32
 # The models trainer/model.py builds (Keras applications, then a small CNN for tests).
 MODELS = ("resnet50", "mobilenet_v2", "efficientnet_b0", "small-cnn")
 WEIGHTS = ("imagenet", "none")
-# Keras's mixed-precision policy names; "auto" picks one for the GPU (trainer/precision.py).
+# Keras's mixed-precision policy names; "auto" picks one for the GPU
+# (vertex_trainer_runtime.keras.precision, which train.py holds equal to these).
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
 
 DESCRIPTION = "Train a Keras image classifier on Vertex AI or locally."

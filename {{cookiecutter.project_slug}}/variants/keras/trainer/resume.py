@@ -1,9 +1,9 @@
 """Keras training state (weights, optimizer, epoch) saved and restored with complete markers.
 
 You should not need to change this file. A step is one folder, ``checkpoint-<step>/``; when
-distributed each task writes its part, ``<task>-<index>/``, with its own marker, and the chief
-marks the step complete once every part is: a step counts only when every task can resume from
-it. Every task saves and restores at the same moments (batch-norm reads are collectives).
+distributed each task writes its part, ``<task>-<index>/`` (the runtime's ``keras.task_parts``):
+a step counts only when every task can resume from it. Every task saves and restores at the same
+moments (batch-norm reads are collectives).
 """
 
 from __future__ import annotations
@@ -12,52 +12,18 @@ import logging
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 
 import tensorflow as tf
 import tf_keras as keras
-from vertex_trainer_runtime import checkpoints, cli, publisher, runtime
-
-from trainer import precision, throughput
+from vertex_trainer_runtime import checkpoints, cli, publisher
+from vertex_trainer_runtime.keras import precision, throughput
+from vertex_trainer_runtime.keras.distributed import Consensus
+from vertex_trainer_runtime.keras.task_parts import TaskPublisher, Tasks
 
 logger = logging.getLogger(__name__)
 
 FILE_PREFIX = "ckpt"  # TensorFlow writes ckpt.index and ckpt.data-*
-# How long the chief waits for the other tasks' parts of a step before it leaves the step without
-# its marker: at least this, or 3 times its own copy's time.
-PARTS_WAIT_SECONDS = 30.0
-
-
-class Consensus:
-    """Lets all tasks of a multi-worker job decide the same thing (no-op on one task)."""
-
-    def __init__(self, strategy: tf.distribute.Strategy, distributed: bool):
-        self.strategy = strategy
-        self.distributed = distributed
-        self._gather = None
-
-    def gather(self, value: int) -> list[int]:
-        """``value`` from every replica of every task (just ``[value]`` when not distributed)."""
-        if not self.distributed:
-            return [value]
-        if self._gather is None:
-            # Traced once: run eagerly, every call would build (and trace) the collective anew,
-            # a cost per step now that the notice is agreed on every slow step.
-            @tf.function
-            def gather(values):
-                per_replica = self.strategy.run(lambda: tf.identity(values))
-                return self.strategy.gather(per_replica, axis=0)
-
-            self._gather = gather
-        gathered = self._gather(tf.constant([value], tf.int64))
-        return [int(v) for v in gathered.numpy()]
-
-    def any(self, flag: bool) -> bool:
-        return any(self.gather(int(flag)))
-
-    def minimum(self, value: int) -> int:
-        return min(self.gather(value))
 
 
 @dataclass(frozen=True)
@@ -66,70 +32,6 @@ class Position:
 
     epochs_done: int = 0
     steps_into_epoch: int = 0
-
-
-class Tasks:
-    """This task's part of a step's checkpoint folder and every task's (one task: no parts)."""
-
-    def __init__(self, part: str = "", parts: tuple[str, ...] = (), is_chief: bool = True):
-        self.part = part  # e.g. "worker-0"; "" when the job has one task
-        self.parts = parts  # every task's, the chief's first
-        self.is_chief = is_chief
-
-    @classmethod
-    def of(cls, cluster) -> Tasks:
-        if not cluster.is_distributed:
-            return cls()
-        parts = tuple(
-            f"{runtime.POOL_TO_TF_TASK[pool]}-{index}"
-            for pool in runtime.TRAINING_POOLS
-            for index in range(len(cluster.pools.get(pool, [])))
-        )
-        return cls(f"{cluster.task_type}-{cluster.index}", parts, cluster.is_chief)
-
-
-class TaskPublisher(publisher.Publisher):
-    """Publishes this task's part of each step; the chief then marks the step complete (its
-    marker lists every task's files) and prunes."""
-
-    def __init__(self, root: str, tasks: Tasks, keep: int = 2):
-        super().__init__(root, keep=keep)
-        self.tasks = tasks
-
-    def publish_once(self, source: str, step: int, metadata) -> None:
-        folder = checkpoints.path_for(self.root, step)
-        part = os.path.join(folder, self.tasks.part)
-        os.makedirs(part, exist_ok=True)
-        # A rerun saving a step again: its old markers go first (the step's is the chief's).
-        stale = [os.path.join(part, checkpoints.MARKER)]
-        if self.tasks.is_chief:
-            stale.append(os.path.join(folder, checkpoints.MARKER))
-        for marker in stale:
-            if os.path.exists(marker):
-                os.remove(marker)
-        started = time.monotonic()
-        checkpoints.copy_files(source, part)
-        checkpoints.mark_complete(part, step, metadata)
-        patience = max(PARTS_WAIT_SECONDS, 3 * (time.monotonic() - started))
-        if not self.tasks.is_chief:
-            logger.info("Checkpoint %d: part %s saved to %s", step, self.tasks.part, part)
-            return
-        waiting = [os.path.join(folder, name, checkpoints.MARKER) for name in self.tasks.parts]
-        deadline = time.monotonic() + patience
-        while not all(os.path.exists(marker) for marker in waiting):
-            if time.monotonic() > deadline:
-                missing = [m for m in waiting if not os.path.exists(m)]
-                logger.warning(
-                    "Checkpoint %d stays incomplete: no part from %s after %g s",
-                    step,
-                    ", ".join(os.path.basename(os.path.dirname(m)) for m in missing),
-                    patience,
-                )
-                return
-            time.sleep(0.1)
-        checkpoints.mark_complete(folder, step, metadata)
-        logger.info("Checkpoint %d saved to %s (all %d tasks' parts)", step, folder, len(waiting))
-        checkpoints.prune(self.root, keep=self.keep)
 
 
 class TrainingState:

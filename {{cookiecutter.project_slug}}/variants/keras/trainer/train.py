@@ -1,7 +1,7 @@
 """The training loop: ``run(flags, ctx)`` builds the data, model and callbacks, trains, exports.
 
 YOU MAY CHANGE THIS FILE: the steps of ``run`` (one code path for a laptop, one VM and a
-multi-worker job; the strategy follows the cluster, distributed.py).
+multi-worker job); the generic parts are the runtime's ``vertex_trainer_runtime.keras``.
 """
 
 from __future__ import annotations
@@ -9,27 +9,27 @@ from __future__ import annotations
 import logging
 import math
 
-# First: imports TensorFlow without its start-up noise (see quiet.py).
-from trainer import quiet  # noqa: F401
+# First: imports TensorFlow without its start-up noise.
+from vertex_trainer_runtime.keras import quiet  # noqa: F401
 
 # isort: split
 import tf_keras as keras
 from vertex_trainer_runtime import checkpoints, cli, hptune, preemption, tracking
 from vertex_trainer_runtime.context import RunContext
-
-from trainer import (
+from vertex_trainer_runtime.keras import (
     checkpoint_callback,
-    data,
     distributed,
     image_checks,
-    model,
     passes,
     precision,
-    resume,
     throughput,
 )
-from trainer.flags import Flags
+
+from trainer import data, model, resume
+from trainer.flags import PRECISIONS, Flags
 from trainer.metric import METRIC
+
+assert PRECISIONS == precision.PRECISIONS, "trainer/flags.py offers the policies precision applies"
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def run(flags: Flags, ctx: RunContext) -> int:
     # SIGTERM: save at the next agreed batch, then exit. Installed after the strategy, whose
     # coordination service installs TensorFlow's own SIGTERM handler (it only logs the signal).
     notice = preemption.Notice().install()
-    consensus = resume.Consensus(strategy, cluster.is_distributed)
+    consensus = distributed.Consensus(strategy, cluster.is_distributed)
     tracker = tracking.start(flags, cluster.is_chief, cluster.trial)  # job.experiment: the chief
     train_source, eval_source, image_size = _load_data(flags, consensus, cluster)
     keras.utils.set_random_seed(flags.shared.seed)
@@ -154,7 +154,7 @@ def _build_model(flags: Flags, strategy, num_classes: int, image_size: int):
         )
 
 
-def _load_data(flags: Flags, consensus: resume.Consensus, cluster) -> tuple:
+def _load_data(flags: Flags, consensus: distributed.Consensus, cluster) -> tuple:
     """The train and eval sources (``data.Source``) and the image size, or InputError."""
     synthetic = (flags.shared.train_data or data.SYNTHETIC) == data.SYNTHETIC
     image_size = flags.model.image_side(synthetic)

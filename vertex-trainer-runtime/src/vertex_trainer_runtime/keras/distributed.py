@@ -1,7 +1,9 @@
-"""The distribution strategy of a Keras job, from Vertex's cluster, and chief-first work.
+"""The distribution strategy of a Keras job, from Vertex's cluster; how its tasks agree.
 
-You should not need to change this file. MultiWorkerMirroredStrategy for several training
-replicas (a Reduction Server's ``ps`` taken out of TF_CONFIG), MirroredStrategy for several GPUs.
+Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``). MultiWorkerMirroredStrategy
+for several training replicas (a Reduction Server's ``ps`` taken out of TF_CONFIG),
+MirroredStrategy for several GPUs; ``Consensus`` lets every task decide the same thing, and
+``chief_first`` runs work on shared storage on the chief before the others.
 """
 
 from __future__ import annotations
@@ -11,9 +13,8 @@ import logging
 import os
 
 import tensorflow as tf
-from vertex_trainer_runtime import cli, runtime
 
-from trainer import resume
+from vertex_trainer_runtime import cli, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,38 @@ def strategy_name(strategy: tf.distribute.Strategy) -> str:
     return "Default strategy"
 
 
-def chief_first(consensus: resume.Consensus, is_chief: bool):
+class Consensus:
+    """Lets all tasks of a multi-worker job decide the same thing (no-op on one task)."""
+
+    def __init__(self, strategy: tf.distribute.Strategy, distributed: bool):
+        self.strategy = strategy
+        self.distributed = distributed
+        self._gather = None
+
+    def gather(self, value: int) -> list[int]:
+        """``value`` from every replica of every task (just ``[value]`` when not distributed)."""
+        if not self.distributed:
+            return [value]
+        if self._gather is None:
+            # Traced once: run eagerly, every call would build (and trace) the collective anew,
+            # a cost per step now that the notice is agreed on every slow step.
+            @tf.function
+            def gather(values):
+                per_replica = self.strategy.run(lambda: tf.identity(values))
+                return self.strategy.gather(per_replica, axis=0)
+
+            self._gather = gather
+        gathered = self._gather(tf.constant([value], tf.int64))
+        return [int(v) for v in gathered.numpy()]
+
+    def any(self, flag: bool) -> bool:
+        return any(self.gather(int(flag)))
+
+    def minimum(self, value: int) -> int:
+        return min(self.gather(value))
+
+
+def chief_first(consensus: Consensus, is_chief: bool):
     """``call(action)``: the chief runs ``action`` while the other tasks wait, then they do;
     returns its result.
 

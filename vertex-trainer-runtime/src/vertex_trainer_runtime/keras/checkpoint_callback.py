@@ -1,7 +1,8 @@
-"""When training saves a checkpoint (epoch ends, ``--checkpoint-minutes``, a SIGTERM), agreed
-by every task, and the watchdog that ends a replica still running well after its SIGTERM.
+"""When training saves a checkpoint (epoch ends, ``--checkpoint-minutes``, a SIGTERM), agreed by
+every task, and the watchdog that ends a replica still running well after its SIGTERM.
 
-You should not need to change this file (what a checkpoint is: resume.py).
+Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``). What a checkpoint is, the
+trainer decides (its ``trainer/resume.py``): it hands this module a ``TrainingState``.
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Protocol
 
 import tf_keras as keras
-from vertex_trainer_runtime import checkpoints, preemption
 
-from trainer import resume
+from vertex_trainer_runtime import checkpoints, preemption
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +28,20 @@ EXIT_AFTER_NOTICE_SECONDS = 25.0
 GRACE_SECONDS = 30.0
 
 
+class TrainingState(Protocol):
+    """What the callback and the watchdog need of the trainer's checkpoints."""
+
+    consensus: object  # distributed.Consensus: gather(value) from every task
+    publisher: object  # vertex_trainer_runtime.publisher.Publisher: finish_within(seconds)
+
+    @property
+    def step(self) -> int: ...  # the global step of the model
+
+    def save(self, epochs_done: int, steps_into_epoch: int = 0) -> None: ...
+
+    def close(self) -> None: ...  # wait until the last checkpoint is published
+
+
 class CheckpointCallback(keras.callbacks.Callback):
     """Saves at every epoch's end, within epochs at least every ``minutes``, and at once on a
     preemption ``notice`` (then training stops). A mid-epoch checkpoint records its steps into
@@ -38,7 +53,7 @@ class CheckpointCallback(keras.callbacks.Callback):
     so that agreements come about ``NOTICE_SECONDS`` apart.
     """
 
-    def __init__(self, state: resume.TrainingState, minutes: float, notice=None):
+    def __init__(self, state: TrainingState, minutes: float, notice=None):
         super().__init__()
         self.state = state
         self.interval = checkpoints.Interval(minutes)
@@ -104,7 +119,7 @@ class CheckpointCallback(keras.callbacks.Callback):
 
 
 def exit_if_notice_outlives(
-    notice, state: resume.TrainingState, seconds: float = EXIT_AFTER_NOTICE_SECONDS
+    notice, state: TrainingState, seconds: float = EXIT_AFTER_NOTICE_SECONDS
 ):
     """A watchdog: ``seconds`` after SIGTERM the process exits (EXIT_CODE) whatever it is doing
     (a collective whose peer is gone, an evaluation and export longer than the grace); the

@@ -1,7 +1,8 @@
 """Cheap checks that every listed image file is one TensorFlow can decode, before training.
 
-You should not need to change this file. A truncated, renamed or LFS-pointer file would fail
-deep in the input pipeline with an error naming no file; here it is one line naming it.
+Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``). A truncated, renamed or
+LFS-pointer file would fail deep in the input pipeline with an error naming no file; here it is
+one line naming it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import struct
 from collections.abc import Iterator
 
 import tensorflow as tf
+
 from vertex_trainer_runtime import cli
 
 logger = logging.getLogger(__name__)
@@ -91,9 +93,10 @@ def check_image_files(paths: list[str], flag: str, decode_all: bool = False) -> 
 
 @contextlib.contextmanager
 def name_the_unreadable_image(*sources) -> Iterator[None]:
-    """Turn TensorFlow's failure to decode an image of these ``data.Source``s inside the block
-    into the InputError line of ``check_image_files``, by decoding every file of the sources
-    that have files; any other error is raised as it was.
+    """Turn TensorFlow's failure to decode an image of these sources inside the block into the
+    InputError line of ``check_image_files``, by decoding every file of the sources that have
+    files (each source: ``files``, its image paths, and ``flag``, the flag that named them); any
+    other error is raised as it was.
     """
     try:
         yield

@@ -1,7 +1,8 @@
 """Training speed in every run's logs: examples/s and step time, and where the rest went.
 
-You should not need to change this file. The chief reads the clock at batch ends (never the
-step's logs: no extra device sync) less the checkpoint and evaluation time ``Timings`` records.
+Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``). The chief reads the clock at
+batch ends (never the step's logs: no extra device sync) less the checkpoint and evaluation time
+``Timings`` records.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """``--precision``: the Keras mixed-precision policy of a run, ``auto`` chosen by the device.
 
-You should not need to change this file. Variables stay float32 under every policy (checkpoints
-carry over); the output layer is float32; ``mixed_float16`` gets tf-keras's loss scaling.
+Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``): the trainer passes its
+``--precision`` to ``apply``. Variables stay float32 under every policy (checkpoints carry
+over); the output layer is float32; ``mixed_float16`` gets tf-keras's loss scaling.
 """
 
 from __future__ import annotations
@@ -11,15 +12,13 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
-from trainer.flags import PRECISIONS
-
 logger = logging.getLogger(__name__)
 
 AUTO = "auto"
 FLOAT32 = "float32"
 MIXED_BFLOAT16 = "mixed_bfloat16"
 MIXED_FLOAT16 = "mixed_float16"
-assert (AUTO, FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16) == PRECISIONS
+PRECISIONS = (AUTO, FLOAT32, MIXED_BFLOAT16, MIXED_FLOAT16)  # what ``apply`` takes
 # NVIDIA compute capabilities: bfloat16 tensor cores from Ampere (8.0: A100, 8.6, 8.9: L4,
 # 9.0: H100/H200); float16 tensor cores from Volta (7.0: V100, 7.5: T4). Older GPUs (P100 6.0,
 # P4 6.1, K80 3.7) have no tensor cores: 16-bit compute saves them little.

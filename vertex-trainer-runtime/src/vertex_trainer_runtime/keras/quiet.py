@@ -1,9 +1,9 @@
 """Imports TensorFlow without its start-up noise, so the job's logs start with our own lines.
 
-You should not need to change this file. On Vertex every stderr line is logged as an error, and
-importing TensorFlow prints INFO banners and meaningless "Unable to register cuFFT/cuDNN/cuBLAS
-factory" lines: unless ``TF_CPP_MIN_LOG_LEVEL`` is set, those are dropped, the rest passed on.
-Import this module before anything imports TensorFlow.
+Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``). On Vertex every stderr line
+is logged as an error, and importing TensorFlow prints INFO banners and meaningless "Unable to
+register cuFFT/cuDNN/cuBLAS factory" lines: unless ``TF_CPP_MIN_LOG_LEVEL`` is set, those are
+dropped, the rest passed on. Import this module before anything imports TensorFlow.
 """
 
 from __future__ import annotations

@@ -1,19 +1,17 @@
 """Training in passes: every example once per pass, whatever the batch size and the number of
 workers, in an order fixed by ``--seed`` and the pass, so a restart trains the same batches.
 
-You should not need to change this file.
+Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``). A ``source`` is the trainer's
+labelled image set: ``size``, ``shuffle_buffer``, ``shard(context)`` (a dataset of cheap keys,
+this worker's shard) and ``load(*key)`` (one ``(image, label)``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import tensorflow as tf
-from vertex_trainer_runtime import cli
 
-if TYPE_CHECKING:
-    from trainer.data import Source
+from vertex_trainer_runtime import cli
 
 
 def steps_per_pass(size: int, global_batch: int, replicas: int) -> int:
@@ -70,7 +68,7 @@ def _pass_seed(seed: int, pass_number, pipeline: int):
 
 
 def training_dataset(
-    source: Source,
+    source,
     context: tf.distribute.InputContext,
     global_batch: int,
     seed: int,
