@@ -1,5 +1,6 @@
 """Helpers for the Keras tests: a Vertex-free environment, tiny runs, what a drill's job logged
-(the framework-free helpers are the tools': ``vertex_trainer_tools.testing``, ``.trainer_runs``)."""
+(the framework-free helpers are the tools': ``vertex_trainer_tools.testing``,
+``.trainer_runs``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.trainer_runs import run_replicas
 from vertex_trainer_tools.testing import is_vertex_variable, read_metrics, without_vertex
+from vertex_trainer_tools.trainer_runs import run_replicas
 
 PROJECT = Path(__file__).resolve().parent.parent
 # Small enough to train in about a second on one CPU core, big enough to learn.

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.trainer_runs import start_trainer
 from vertex_trainer_tools.testing import kill, read_metrics
+from vertex_trainer_tools.trainer_runs import start_trainer
 
 
 def test_resumes_after_kill(tmp_path, metrics_file, caplog):
