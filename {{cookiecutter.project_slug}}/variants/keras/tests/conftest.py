@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.trainer_runs import run_replicas
 from vertex_trainer_tools.testing import is_vertex_variable, read_metrics, without_vertex
+from vertex_trainer_tools.trainer_runs import run_replicas
 
 PROJECT = Path(__file__).resolve().parent.parent
 # Small enough to train in about a second on one CPU core, big enough to learn.
