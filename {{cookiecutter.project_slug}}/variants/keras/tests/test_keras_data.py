@@ -1,11 +1,15 @@
-"""Image-folder data: real PNG files are read, sharded across workers and trained on."""
+"""Image folders (real PNG files) and TFDS datasets are read, sharded across workers and trained
+on."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY, reported_epochs, train
+from conftest import PROJECT, TINY, reported_epochs, run_tasks, train
 
 from trainer import data, tfds_data
 
@@ -95,26 +99,39 @@ def test_split_and_shards(image_folder):
     np.testing.assert_allclose(seen, truth, rtol=1e-6)
 
 
-@pytest.mark.slow  # make test-all: the fast tier keeps one run per data source
-def test_trains_on_a_tfds_dataset(tmp_path, metrics_file):
-    """A TFDS builder prepared offline (non-square images): no validation split, so a slice of
-    the training split is held out."""
-    pytest.importorskip("tensorflow_datasets")
-    import tfds_numbered
+# The trainer with the test's TFDS builder registered first (as a user's own builder module).
+WITH_TFDS_BUILDER = (
+    "import runpy, tfds_numbered; runpy.run_module('trainer.task', run_name='__main__')"
+)
 
+
+@pytest.mark.distributed  # make test-all: the fast tier keeps one run per data source
+def test_trains_on_a_tfds_dataset_prepared_once_by_the_chief(tmp_path):
+    """A TFDS builder prepared offline (non-square images): no validation split, so a slice of
+    the training split is held out. Chief and worker share one TFDS data folder: the chief
+    prepares the dataset while the worker waits, then each reads its own examples of the one
+    file."""
+    pytest.importorskip("tensorflow_datasets")
+    from tfds_numbered import NAME, PREPARE_LOG
+
+    prepare_log = tmp_path / "prepared-by.txt"
     job = tmp_path / "job"
     argv = [
         *TINY,
-        f"--train-data=tfds:{tfds_numbered.NAME}",
+        f"--train-data=tfds:{NAME}",
         "--eval-data=",
         "--validation-split=0.25",
         f"--tfds-data-dir={tmp_path / 'tfds'}",
-        "--batch-size=5",
+        "--image-size=8",
+        "--batch-size=4",
         "--epochs=1",
         f"--job-dir={job}",
     ]
-    assert train(argv) == 0
-    assert reported_epochs(metrics_file) == [1]
+    options = {"PYTHONPATH": f"{PROJECT}{os.pathsep}{Path(__file__).parent}"}
+    options[PREPARE_LOG] = str(prepare_log)
+    run_tasks(tmp_path, argv, "tfds", code=WITH_TFDS_BUILDER, **options)
+    assert prepare_log.read_text().splitlines() == ["chief"]
+    assert reported_epochs(tmp_path / "tfds-0.metrics") == [1]
     assert (job / "model" / "saved_model.pb").is_file()
 
 
