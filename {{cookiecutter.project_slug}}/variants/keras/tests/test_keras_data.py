@@ -3,6 +3,8 @@ on."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, reported_epochs, run_tasks, train
+from vertex_trainer_runtime import checkpoints
 
 from trainer import data, tfds_data
 
@@ -37,21 +40,38 @@ def image_folder(tmp_path):
     return root
 
 
-def test_trains_on_an_image_folder(tmp_path, image_folder, metrics_file):
-    job = tmp_path / "job"
+def test_trains_on_an_image_folder_as_a_vertex_trial(
+    tmp_path, image_folder, metrics_file, monkeypatch, caplog
+):
+    """As Vertex runs a tuning trial: AIP_* dirs with trailing slashes, the trial's CLUSTER_SPEC
+    and HPT-style flags (underscores, DISCRETE values as floats, a flag the trainer lacks)."""
+    base = tmp_path / "base" / "3"
+    monkeypatch.setenv("AIP_MODEL_DIR", f"{base}/model/")
+    monkeypatch.setenv("AIP_CHECKPOINT_DIR", f"{base}/checkpoints/")
+    monkeypatch.setenv("AIP_TENSORBOARD_LOG_DIR", f"{base}/logs/")
+    trial = {"type": "workerpool0", "index": 0, "trial": "3"}
+    cluster = {"workerpool0": ["cmle-training-workerpool0-ab12cd34ef-0:2222"]}
+    job = json.dumps({"python_module": "", "job_args": []})
+    spec = {"cluster": cluster, "environment": "cloud", "task": trial, "job": job}
+    monkeypatch.setenv("CLUSTER_SPEC", json.dumps(spec))
+    caplog.set_level(logging.WARNING)
     argv = [
         *TINY,
         f"--train-data={image_folder}/",
         "--eval-data=",
         "--validation-split=0.25",
-        "--batch-size=4",
-        "--epochs=2",
-        "--learning-rate=0.01",
-        f"--job-dir={job}",
+        "--batch_size=4.0",
+        "--epochs=2.0",
+        "--learning_rate=0.01",
+        "--some_injected_flag=1",
     ]
     assert train(argv) == 0
+    assert "--some-injected-flag=1" in caplog.text
     assert reported_epochs(metrics_file) == [1, 2]
-    loaded = tf.saved_model.load(str(job / "model"))
+    # 18 training images (6 held out) in batches of 4: 5 steps an epoch, the float taken as 4.
+    assert [c.step for c in checkpoints.list_checkpoints(str(base / "checkpoints"))] == [5, 10]
+    assert list((base / "logs").rglob("events.out.tfevents.*"))
+    loaded = tf.saved_model.load(str(base / "model"))
     outputs = loaded.signatures["serving_default"](images=tf.fill([2, 16, 16, 3], 100.0))
     assert outputs["probabilities"].shape == (2, 3)
     assert {name.decode() for name in outputs["class_name"].numpy()} <= set(CLASSES)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 import yaml
-from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
+from conftest import PROJECT, TINY, subprocess_env, train
 from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import read_metrics
 
@@ -63,40 +62,6 @@ def test_trains_exports_and_reports(
     assert latest is not None and latest.metadata()["epochs_done"] == 2
     assert latest.step == 2 * 256 // 16
     assert list((job / "logs").rglob("events.out.tfevents.*"))
-
-
-def test_vertex_environment_and_hpt_flags(tmp_path, monkeypatch, metrics_file, caplog):
-    """AIP_* dirs with trailing slashes, a trial's CLUSTER_SPEC, and HPT-style flags."""
-    base = tmp_path / "base" / "3"
-    monkeypatch.setenv("AIP_MODEL_DIR", f"{base}/model/")
-    monkeypatch.setenv("AIP_CHECKPOINT_DIR", f"{base}/checkpoints/")
-    monkeypatch.setenv("AIP_TENSORBOARD_LOG_DIR", f"{base}/logs/")
-    monkeypatch.setenv(
-        "CLUSTER_SPEC",
-        json.dumps(
-            {
-                "cluster": {"workerpool0": ["cmle-training-workerpool0-ab12cd34ef-0:2222"]},
-                "environment": "cloud",
-                "task": {"type": "workerpool0", "index": 0, "trial": "3"},
-                "job": json.dumps({"python_module": "", "job_args": []}),
-            }
-        ),
-    )
-    caplog.set_level(logging.WARNING)
-    argv = [
-        *TINY,
-        "--epochs=1.0",
-        "--learning_rate=0.01",
-        "--batch_size=32.0",  # a DISCRETE trial value arrives as a float
-        "--some_injected_flag=1",
-    ]
-    assert train(argv) == 0
-    assert "--some-injected-flag=1" in caplog.text
-    assert reported_epochs(metrics_file) == [1]
-    assert (base / "model" / "saved_model.pb").is_file()
-    # 64 images / a batch of 32 = 2 steps: the float batch size was taken as 32.
-    assert [c.step for c in checkpoints.list_checkpoints(str(base / "checkpoints"))] == [2]
-    assert list((base / "logs").rglob("events.out.tfevents.*"))
 
 
 def test_metric_name_needs_no_tensorflow():
