@@ -1,11 +1,18 @@
-"""Image-folder data: real PNG files are read, sharded across workers and trained on."""
+"""Image folders (real PNG files) and TFDS datasets are read, sharded across workers and trained
+on."""
 
 from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY, reported_epochs, train
+from conftest import PROJECT, TINY, reported_epochs, run_tasks, train
+from vertex_trainer_runtime import checkpoints
 
 from trainer import data, tfds_data
 
@@ -33,21 +40,38 @@ def image_folder(tmp_path):
     return root
 
 
-def test_trains_on_an_image_folder(tmp_path, image_folder, metrics_file):
-    job = tmp_path / "job"
+def test_trains_on_an_image_folder_as_a_vertex_trial(
+    tmp_path, image_folder, metrics_file, monkeypatch, caplog
+):
+    """As Vertex runs a tuning trial: AIP_* dirs with trailing slashes, the trial's CLUSTER_SPEC
+    and HPT-style flags (underscores, DISCRETE values as floats, a flag the trainer lacks)."""
+    base = tmp_path / "base" / "3"
+    monkeypatch.setenv("AIP_MODEL_DIR", f"{base}/model/")
+    monkeypatch.setenv("AIP_CHECKPOINT_DIR", f"{base}/checkpoints/")
+    monkeypatch.setenv("AIP_TENSORBOARD_LOG_DIR", f"{base}/logs/")
+    trial = {"type": "workerpool0", "index": 0, "trial": "3"}
+    cluster = {"workerpool0": ["cmle-training-workerpool0-ab12cd34ef-0:2222"]}
+    job = json.dumps({"python_module": "", "job_args": []})
+    spec = {"cluster": cluster, "environment": "cloud", "task": trial, "job": job}
+    monkeypatch.setenv("CLUSTER_SPEC", json.dumps(spec))
+    caplog.set_level(logging.WARNING)
     argv = [
         *TINY,
         f"--train-data={image_folder}/",
         "--eval-data=",
         "--validation-split=0.25",
-        "--batch-size=4",
-        "--epochs=2",
-        "--learning-rate=0.01",
-        f"--job-dir={job}",
+        "--batch_size=4.0",
+        "--epochs=2.0",
+        "--learning_rate=0.01",
+        "--some_injected_flag=1",
     ]
     assert train(argv) == 0
+    assert "--some-injected-flag=1" in caplog.text
     assert reported_epochs(metrics_file) == [1, 2]
-    loaded = tf.saved_model.load(str(job / "model"))
+    # 18 training images (6 held out) in batches of 4: 5 steps an epoch, the float taken as 4.
+    assert [c.step for c in checkpoints.list_checkpoints(str(base / "checkpoints"))] == [5, 10]
+    assert list((base / "logs").rglob("events.out.tfevents.*"))
+    loaded = tf.saved_model.load(str(base / "model"))
     outputs = loaded.signatures["serving_default"](images=tf.fill([2, 16, 16, 3], 100.0))
     assert outputs["probabilities"].shape == (2, 3)
     assert {name.decode() for name in outputs["class_name"].numpy()} <= set(CLASSES)
@@ -95,26 +119,39 @@ def test_split_and_shards(image_folder):
     np.testing.assert_allclose(seen, truth, rtol=1e-6)
 
 
-@pytest.mark.slow  # make test-all: the fast tier keeps one run per data source
-def test_trains_on_a_tfds_dataset(tmp_path, metrics_file):
-    """A TFDS builder prepared offline (non-square images): no validation split, so a slice of
-    the training split is held out."""
-    pytest.importorskip("tensorflow_datasets")
-    import tfds_numbered
+# The trainer with the test's TFDS builder registered first (as a user's own builder module).
+WITH_TFDS_BUILDER = (
+    "import runpy, tfds_numbered; runpy.run_module('trainer.task', run_name='__main__')"
+)
 
+
+@pytest.mark.distributed  # make test-all: the fast tier keeps one run per data source
+def test_trains_on_a_tfds_dataset_prepared_once_by_the_chief(tmp_path):
+    """A TFDS builder prepared offline (non-square images): no validation split, so a slice of
+    the training split is held out. Chief and worker share one TFDS data folder: the chief
+    prepares the dataset while the worker waits, then each reads its own examples of the one
+    file."""
+    pytest.importorskip("tensorflow_datasets")
+    from tfds_numbered import NAME, PREPARE_LOG
+
+    prepare_log = tmp_path / "prepared-by.txt"
     job = tmp_path / "job"
     argv = [
         *TINY,
-        f"--train-data=tfds:{tfds_numbered.NAME}",
+        f"--train-data=tfds:{NAME}",
         "--eval-data=",
         "--validation-split=0.25",
         f"--tfds-data-dir={tmp_path / 'tfds'}",
-        "--batch-size=5",
+        "--image-size=8",
+        "--batch-size=4",
         "--epochs=1",
         f"--job-dir={job}",
     ]
-    assert train(argv) == 0
-    assert reported_epochs(metrics_file) == [1]
+    options = {"PYTHONPATH": f"{PROJECT}{os.pathsep}{Path(__file__).parent}"}
+    options[PREPARE_LOG] = str(prepare_log)
+    run_tasks(tmp_path, argv, "tfds", code=WITH_TFDS_BUILDER, **options)
+    assert prepare_log.read_text().splitlines() == ["chief"]
+    assert reported_epochs(tmp_path / "tfds-0.metrics") == [1]
     assert (job / "model" / "saved_model.pb").is_file()
 
 

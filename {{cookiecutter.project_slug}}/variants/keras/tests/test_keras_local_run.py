@@ -17,8 +17,12 @@ from vertex_trainer_tools.testing import is_vertex_variable, run_local_job, with
 # uninterrupted job below is run once for the tests that read it.
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
-EPOCHS, STEPS = 3, 20
-ARGS = [*TINY, "--batch-size=8", f"--epochs={EPOCHS}", f"--steps-per-epoch={STEPS}"]
+# 501 examples, which no batch divides: a pass of the global batch of 16 is 32 steps, the last
+# one partial (as Keras counts steps), and a run resumed inside it must still end as one never
+# stopped.
+EXAMPLES, EPOCHS = 501, 2
+STEPS = -(-EXAMPLES // 16)
+ARGS = [*TINY, f"--synthetic-examples={EXAMPLES}", "--batch-size=8", f"--epochs={EPOCHS}"]
 TASKS = ("chief-0", "worker-0")  # MultiWorkerMirroredStrategy: each task's part of a step
 
 
@@ -42,29 +46,33 @@ SHARES_THE_UNINTERRUPTED_JOB = pytest.mark.xdist_group("keras-uninterrupted-2-re
 @pytest.fixture(scope="module")
 def uninterrupted_job(tmp_path_factory):
     """The 2-replica job of ARGS, never stopped, in a vertex.yaml with a Reduction Server in
-    pool 2 (its 2 replicas idle): what the export and Reduction Server test checks and the
-    SIGTERM drill's final weights must equal. Run once for the two (each trainer start
-    costs seconds)."""
+    pool 2 (its 2 replicas idle), with timed saves (which leave the weights alone): what the
+    export and Reduction Server test checks and the SIGTERM drill's final weights must equal.
+    Run once for the two (each trainer start costs seconds)."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     config = with_reduction_server(PROJECT / "vertex.yaml", folder / "vertex.yaml")
     with pytest.MonkeyPatch.context() as patch:
         for name in [name for name in os.environ if is_vertex_variable(name)]:
             patch.delenv(name)
         runner_args = ["--replicas=2", f"--config={config}"]
-        return run_local_job(folder / "out", runner_args, ARGS, timeout=600, project=PROJECT)
+        trainer_args = [*ARGS, "--checkpoint-minutes=0.00001"]  # a timed save at every agreement
+        return run_local_job(folder / "out", runner_args, trainer_args, 600, project=PROJECT)
 
 
 @SHARES_THE_UNINTERRUPTED_JOB
 def test_two_replicas_train_only_the_chief_exports_and_the_reduction_server_is_left_out(
     uninterrupted_job,
 ):
+    """Both tasks train under MultiWorkerMirroredStrategy and save the same steps, a part each;
+    only the chief reports and keeps its export; the worker removes its scratch export."""
     job = uninterrupted_job
     print(f"keras REPLICAS=2 local run: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
     chief, worker = job.lines("workerpool0-0"), job.lines("workerpool1-0")
     # vertex.yaml with job.reduction_server: TF_CONFIG lists its 2 (idle) replicas as "ps"; the
     # strategy still has the 2 training replicas.
-    assert any("MultiWorkerMirroredStrategy on chief 0: 2 replica(s)" in line for line in chief)
+    setup = f"2 replica(s), global batch 16 (8 per replica), {STEPS} steps per epoch"
+    assert any(f"MultiWorkerMirroredStrategy on chief 0: {setup}" in line for line in chief)
     assert any("MultiWorkerMirroredStrategy on worker 0: 2 replica(s)" in line for line in worker)
     assert any("Reduction Server: 2 replica(s)" in line for line in worker)
     assert any("idle" in line for line in job.lines("workerpool2-1"))
@@ -79,6 +87,13 @@ def test_two_replicas_train_only_the_chief_exports_and_the_reduction_server_is_l
         "the worker's scratch copy must go to its own TMPDIR, not the model dir"
     )
     assert final_checkpoints(job.output_dir) == [(EPOCHS * STEPS, EPOCHS)] * 2
+    # One folder per step with a part per task, saved at the same steps: the timed saves the
+    # tasks agree on every 10 steps (.., 50, 60) and the epoch ends (32, 64); the newest two kept.
+    root = job.output_dir / "checkpoints"
+    saved = checkpoints.list_checkpoints(str(root))
+    assert [c.step for c in saved if not checkpoints.problem(c)] == [60, EPOCHS * STEPS]
+    for part in TASKS:
+        assert (root / f"checkpoint-{EPOCHS * STEPS}" / part / checkpoints.MARKER).is_file()
 
 
 # Loaded into every replica: the markers of the first checkpoint (the one the drill waits for)
@@ -130,15 +145,25 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
 def test_sigterm_drill_saves_an_agreed_batch_and_ends_with_uninterrupted_weights(
     tmp_path, kill_and_resume, uninterrupted_job
 ):
+    """SIGTERM to the chief once epoch 1's checkpoint is complete: both tasks save the same
+    batch of epoch 2 and resume there, and the job ends with the weights of the job never
+    stopped, bit for bit (the same batches in the same order, the partial last one included)."""
     from test_keras_data_order import _final_weights
 
     job = kill_and_resume(tmp_path / "out", ARGS, after="checkpoint", signal="TERM")
     print(f"keras REPLICAS=2 SIGTERM drill: {job.seconds:.1f} s")
     job.sigterm_to_exit()
-    # Both tasks saved the same step (agreed within a second of training), then exited.
+    # Both tasks saved the same step (agreed within 10 batches of training), then exited.
     saved = notice_steps(job)
     assert len(saved) == 2 and len(set(saved.values())) == 1, job.tail()
-    assert resumed_at(job)[0] == saved["workerpool0-0"]
+    step = saved["workerpool0-0"]
+    assert STEPS < step < EPOCHS * STEPS, job.tail()
+    # Both reruns resumed inside epoch 2 at that step; the chief reported only epoch 2.
+    resumed = f"(step {step}, 1 epochs done) and {step - STEPS} steps of epoch 2"
+    for replica in ("workerpool0-0", "workerpool1-0"):
+        assert resumed_at(job, replica)[0] == step
+        assert any(resumed in line for line in job.lines(replica, attempt=2)), job.tail()
+    assert job.reported_steps("workerpool0-0") == [EPOCHS]
     assert final_checkpoints(job.output_dir) == [(EPOCHS * STEPS, EPOCHS)] * 2
     whole = uninterrupted_job
     assert whole.returncode == 0, whole.tail()
@@ -146,4 +171,5 @@ def test_sigterm_drill_saves_an_agreed_batch_and_ends_with_uninterrupted_weights
         _final_weights(d / "checkpoints", "chief-0") for d in (job.output_dir, whole.output_dir)
     )
     assert weights.keys() == expected.keys() and weights
-    assert max(float(abs(weights[k] - expected[k]).max()) for k in weights) == 0.0
+    largest = max(float(abs(weights[k] - expected[k]).max()) for k in weights)
+    assert largest == 0.0, f"max |dW| {largest:.3g}"

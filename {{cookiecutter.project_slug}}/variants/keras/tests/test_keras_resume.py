@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.testing import kill, read_metrics
+from vertex_trainer_tools.testing import kill
 from vertex_trainer_tools.trainer_runs import start_trainer
 
 
@@ -56,54 +56,39 @@ def checkpoint_learning_rate(checkpoint) -> float:
 
 
 @pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
-def test_partial_checkpoint_is_skipped_and_the_learning_rate_flag_wins(
+def test_rerun_skips_partial_checkpoints_and_resumes_inside_an_epoch_at_its_learning_rate(
     tmp_path, metrics_file, caplog
 ):
-    """A rerun skips the checkpoints without their marker, and trains at its own
-    --learning-rate, not the checkpoint's."""
-    job = tmp_path / "job"
-    root = job / "checkpoints"
-    assert train([*TINY, "--epochs=2", "--learning-rate=0.01", f"--job-dir={job}"]) == 0
-    assert [c.step for c in checkpoints.list_checkpoints(str(root))] == [4, 8]
-    assert checkpoint_learning_rate(checkpoints.latest_complete(str(root))) == pytest.approx(0.01)
-
-    # A copy killed mid-way (no marker), and a newer folder with only part of its files.
-    (root / "checkpoint-8" / checkpoints.MARKER).unlink()
-    shutil.copytree(root / "checkpoint-4", root / "checkpoint-12")
-    (root / "checkpoint-12" / checkpoints.MARKER).unlink()
-    next((root / "checkpoint-12").glob("ckpt.data-*")).write_bytes(b"trunc")
-
-    caplog.set_level(logging.INFO)
-    assert train([*TINY, "--epochs=3", "--learning-rate=0.05", f"--job-dir={job}"]) == 0
-    skipped = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("checkpoint-12" in message for message in skipped)
-    assert any("checkpoint-8" in message for message in skipped)
-    # Resumed from checkpoint-4 (epoch 1): epochs 2 and 3 ran again, nothing more.
-    assert "1 epochs done" in caplog.text
-    assert [int(line["global_step"]) for line in read_metrics(metrics_file)] == [2, 3]
-    latest = checkpoints.latest_complete(str(root))
-    assert latest.metadata()["epochs_done"] == 3 and latest.step == 12
-    assert checkpoint_learning_rate(latest) == pytest.approx(0.05)
-
-
-@pytest.mark.slow  # make test-all: the fast tier keeps one resume (the kill test above)
-def test_resumes_inside_an_epoch(tmp_path, metrics_file, caplog):
-    """A timed checkpoint mid-epoch: the rerun trains only that epoch's remaining steps."""
+    """A rerun skips the checkpoints without their marker, resumes from a timed checkpoint
+    mid-epoch and trains only that epoch's remaining steps, at its own --learning-rate, not the
+    checkpoint's."""
     job = tmp_path / "job"
     root = job / "checkpoints"
     argv = [*TINY, "--steps-per-epoch=4", f"--job-dir={job}"]
     # --checkpoint-minutes this small saves after every step; the newest two are kept.
-    assert train([*argv, "--epochs=1", "--checkpoint-minutes=0.000001"]) == 0
+    timed_saves = "--checkpoint-minutes=0.000001"
+    assert train([*argv, "--epochs=1", "--learning-rate=0.01", timed_saves]) == 0
     assert [c.step for c in checkpoints.list_checkpoints(str(root))] == [3, 4]
-    assert checkpoints.latest_complete(str(root)).metadata()["epochs_done"] == 1
-    # As if the run died right after the timed save at step 3 of epoch 1.
+    latest = checkpoints.latest_complete(str(root))
+    assert latest.metadata()["epochs_done"] == 1
+    assert checkpoint_learning_rate(latest) == pytest.approx(0.01)
+
+    # As if the run died right after the timed save at step 3 of epoch 1 (a copy killed mid-way
+    # has no marker), and a newer folder with only part of its files.
     (root / "checkpoint-4" / checkpoints.MARKER).unlink()
+    shutil.copytree(root / "checkpoint-3", root / "checkpoint-12")
+    (root / "checkpoint-12" / checkpoints.MARKER).unlink()
+    next((root / "checkpoint-12").glob("ckpt.data-*")).write_bytes(b"trunc")
 
     caplog.set_level(logging.INFO)
-    assert train([*argv, "--epochs=2"]) == 0
+    assert train([*argv, "--epochs=2", "--learning-rate=0.05"]) == 0
+    skipped = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("checkpoint-12" in message for message in skipped)
+    assert any("checkpoint-4" in message for message in skipped)
     assert "(step 3, 0 epochs done) and 3 steps of epoch 1" in caplog.text
     assert "Finishing epoch 1: 1 of its 4 steps remain" in caplog.text
     assert reported_epochs(metrics_file) == [1, 2]
     # Exactly the steps of an uninterrupted 2-epoch run: none lost, none repeated.
     final = checkpoints.latest_complete(str(root))
     assert (final.step, final.metadata()["epochs_done"]) == (8, 2)
+    assert checkpoint_learning_rate(final) == pytest.approx(0.05)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import subprocess
 import sys
+import tempfile
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras as keras
 import yaml
-from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
+from conftest import PROJECT, TINY, subprocess_env, train
 from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import read_metrics
 
@@ -20,16 +21,6 @@ from trainer import model as models
 from trainer.flags import Model
 
 SMALL_CNN = Model(model="small-cnn", weights="none")
-
-# What importing TensorFlow prints by default (TensorFlow 2.17 on CPU): INFO banners and
-# "Unable to register cuFFT/cuDNN/cuBLAS factory" errors that mean nothing.
-NOISE = (
-    "Unable to register cu",
-    "oneDNN custom operations",
-    "cpu_feature_guard",
-    "Could not find cuda drivers",
-    "Could not find TensorRT",
-)
 
 
 def test_trains_exports_and_reports(
@@ -73,59 +64,6 @@ def test_trains_exports_and_reports(
     assert list((job / "logs").rglob("events.out.tfevents.*"))
 
 
-def test_vertex_environment_and_hpt_flags(tmp_path, monkeypatch, metrics_file, caplog):
-    """AIP_* dirs with trailing slashes, a trial's CLUSTER_SPEC, and HPT-style flags."""
-    base = tmp_path / "base" / "3"
-    monkeypatch.setenv("AIP_MODEL_DIR", f"{base}/model/")
-    monkeypatch.setenv("AIP_CHECKPOINT_DIR", f"{base}/checkpoints/")
-    monkeypatch.setenv("AIP_TENSORBOARD_LOG_DIR", f"{base}/logs/")
-    monkeypatch.setenv(
-        "CLUSTER_SPEC",
-        json.dumps(
-            {
-                "cluster": {"workerpool0": ["cmle-training-workerpool0-ab12cd34ef-0:2222"]},
-                "environment": "cloud",
-                "task": {"type": "workerpool0", "index": 0, "trial": "3"},
-                "job": json.dumps({"python_module": "", "job_args": []}),
-            }
-        ),
-    )
-    caplog.set_level(logging.WARNING)
-    argv = [
-        *TINY,
-        "--epochs=1.0",
-        "--learning_rate=0.01",
-        "--batch_size=32.0",  # a DISCRETE trial value arrives as a float
-        "--some_injected_flag=1",
-    ]
-    assert train(argv) == 0
-    assert "--some-injected-flag=1" in caplog.text
-    assert reported_epochs(metrics_file) == [1]
-    assert (base / "model" / "saved_model.pb").is_file()
-    # 64 images / a batch of 32 = 2 steps: the float batch size was taken as 32.
-    assert [c.step for c in checkpoints.list_checkpoints(str(base / "checkpoints"))] == [2]
-    assert list((base / "logs").rglob("events.out.tfevents.*"))
-
-
-@pytest.mark.slow
-def test_default_log_has_no_tensorflow_start_up_noise(tmp_path):
-    """Every stderr line is an error in Cloud Logging: none of TensorFlow's harmless ones."""
-    env = subprocess_env()
-    del env["TF_CPP_MIN_LOG_LEVEL"]  # the default a Vertex job runs with
-    result = subprocess.run(
-        [sys.executable, "-m", "trainer.task", *TINY, "--epochs=1", f"--job-dir={tmp_path}"],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "SavedModel written" in result.stderr  # our own log lines are there
-    noise = [line for line in result.stderr.splitlines() if any(text in line for text in NOISE)]
-    assert noise == []
-
-
 def test_metric_name_needs_no_tensorflow():
     """Config checks read METRIC from trainer.metric without importing TensorFlow; it is the
     metric id of vertex.yaml's study."""
@@ -144,9 +82,12 @@ def test_metric_name_needs_no_tensorflow():
     assert result.stdout.split() == [study, "False"]
 
 
-def test_savedmodel_answers_vertex_requests_as_the_keras_model(tmp_path, serve_model):
+def test_savedmodel_answers_vertex_requests_as_the_keras_model(
+    tmp_path, serve_model, monkeypatch, caplog
+):
     """TF Serving's row format (one object of every output per instance), as the prebuilt TF
-    prediction image serves it, with what the Keras model predicts."""
+    prediction image serves it, with what the Keras model predicts. A worker exports too (a
+    collective under MultiWorkerMirroredStrategy), into a scratch folder it then removes."""
     classes = ("circle", "square", "triangle")
     classifier = models.build(SMALL_CNN, len(classes), 16, 0.01)
     images = np.random.default_rng(0).uniform(0, 255, (4, 16, 16, 3)).astype(np.float32)
@@ -158,6 +99,15 @@ def test_savedmodel_answers_vertex_requests_as_the_keras_model(tmp_path, serve_m
     served = [row["probabilities"] for row in rows]
     np.testing.assert_allclose(served, expected, rtol=1e-5, atol=1e-6)
     assert [row["class_name"] for row in rows] == [classes[i] for i in expected.argmax(1)]
+
+    scratch = tmp_path / "worker-tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    caplog.set_level(logging.INFO)
+    worker = SimpleNamespace(is_chief=False, task_type="worker", index=0)
+    models.export_on_every_task(classifier, classes, 16, str(tmp_path / "no-model"), worker)
+    assert f"copy of the model to {scratch}/keras-worker-0-model-" in caplog.text
+    assert list(scratch.iterdir()) == [] and not (tmp_path / "no-model").exists()
 
 
 @pytest.fixture
