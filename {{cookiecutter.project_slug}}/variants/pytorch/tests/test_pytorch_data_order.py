@@ -25,6 +25,7 @@ EPOCHS = 2
 SITECUSTOMIZE = '''
 """Test hooks of test_pytorch_data_order.py: trace training batches, stop after a checkpoint."""
 import json
+import os
 
 import transformers
 
