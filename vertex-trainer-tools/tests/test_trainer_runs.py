@@ -118,3 +118,31 @@ def test_run_replicas_starts_a_job_of_replicas_as_vertex_does(tmp_path):
         assert log.splitlines()[1:] == [f"{scratch} {metrics} hi", "False"]
     with pytest.raises(AssertionError):  # every replica must exit as told
         trainer_runs.run_replicas(project, tmp_path, ["0"], "again", 2, exit_code=1, env=env)
+    trainer_runs.run_replicas(project, tmp_path, ["4"], "failed", 2, exit_code=None, env=env)
+    with pytest.raises(AssertionError):  # None: every replica must fail
+        trainer_runs.run_replicas(project, tmp_path, ["0"], "none", 2, exit_code=None, env=env)
+
+
+# Writes checkpoint-2 (complete) after checkpoint-1 (no marker), then trains on, or ends at once.
+CHECKPOINTS = """
+import os, sys, time
+from vertex_trainer_runtime import checkpoints
+if sys.argv[2] == "end":
+    sys.exit(0)
+os.makedirs(os.path.join(sys.argv[1], "checkpoint-1"))
+folder = checkpoints.path_for(sys.argv[1], 2)
+os.makedirs(folder)
+checkpoints.mark_complete(folder, 2)
+time.sleep(60)
+"""
+
+
+def test_a_run_is_killed_once_its_first_checkpoint_is_complete(tmp_path):
+    project, root, log = _project(tmp_path / "project"), tmp_path / "checkpoints", tmp_path / "log"
+    env = without_vertex()
+    process = trainer_runs.start_trainer([str(root), "train"], env, log, project, CHECKPOINTS)
+    assert trainer_runs.kill_at_first_checkpoint(process, root, 120, log) == 2
+    assert process.poll() is not None  # killed
+    ended = trainer_runs.start_trainer([str(root), "end"], env, log, project, CHECKPOINTS)
+    with pytest.raises(AssertionError, match="ended too early"):
+        trainer_runs.kill_at_first_checkpoint(ended, tmp_path / "none", 120, log)

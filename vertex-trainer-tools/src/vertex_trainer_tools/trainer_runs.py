@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from vertex_trainer_runtime import vertex_env
+from vertex_trainer_runtime import checkpoints, vertex_env
 
 from vertex_trainer_tools.project import project_root
 from vertex_trainer_tools.testing import (
@@ -108,13 +108,34 @@ def wait_all(
     return [process.returncode for process in running]
 
 
+def kill_at_first_checkpoint(
+    process: subprocess.Popen, checkpoint_dir: Path, timeout: float, log: Path
+) -> int:
+    """The step of the first complete checkpoint in ``checkpoint_dir``: then ``process`` is
+    SIGKILLed, like a preempted VM (no clean-up runs). It must not end before (its ``log`` says
+    why) nor take longer than ``timeout`` s (then it is SIGKILLed too, and the test failed)."""
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            found = checkpoints.list_checkpoints(str(checkpoint_dir))
+            complete = [c.step for c in found if checkpoints.problem(c) is None]
+            if complete:
+                return complete[0]
+            ended = process.poll() is not None
+            assert not ended, f"it ended too early:\n{Path(log).read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no complete checkpoint after {timeout:g} s"
+            time.sleep(0.02)
+    finally:
+        kill(process)
+
+
 def run_replicas(
     project: Path,
     folder: Path,
     argv: list[str],
     name: str,
     replicas: int = 2,
-    exit_code: int = 0,
+    exit_code: int | None = 0,
     env: dict[str, str] | None = None,
     code: str = "",
     timeout: float = 240,
@@ -123,7 +144,8 @@ def run_replicas(
     (no emulator: nothing restarts them), each with what Vertex sets on it (the runtime's
     writer) but the output dirs (``argv`` says where), plus ``env``, its own TMPDIR
     (``folder/tmp-<name>-<replica>``) and hypertune file (``folder/<name>-<replica>.metrics``).
-    Replica 0 is the chief. Every replica must exit ``exit_code``; returns their logs."""
+    Replica 0 is the chief. Every replica must exit ``exit_code`` (None: any code but 0);
+    returns their logs."""
     hosts = [f"localhost:{port}" for port in free_ports(replicas)]
     pools = {"workerpool0": hosts[:1], "workerpool1": hosts[1:]}
     processes = []
@@ -141,7 +163,8 @@ def run_replicas(
         processes.append(start_trainer(argv, variables, log, project, code))
     codes = wait_all(processes, timeout)
     logs = [(Path(folder) / f"{name}-{replica}.log").read_text() for replica in range(replicas)]
-    assert codes == [exit_code] * replicas, "\n-----\n".join(log[-3000:] for log in logs)
+    failed = exit_code is None and 0 not in codes
+    assert failed or codes == [exit_code] * replicas, "\n-----\n".join(log[-3000:] for log in logs)
     return logs
 
 

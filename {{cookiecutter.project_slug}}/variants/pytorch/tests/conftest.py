@@ -7,6 +7,7 @@ model (2 layers, hidden size 32) is randomly initialised, then both are written 
 
 from __future__ import annotations
 
+import ast
 import csv
 import os
 import random
@@ -14,8 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from vertex_trainer_tools import testing, trainer_runs
-from vertex_trainer_tools.pytest_plugin import kill_drill
+from vertex_trainer_tools import trainer_runs
 from vertex_trainer_tools.testing import is_vertex_variable
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,20 +30,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def isolate(patch: pytest.MonkeyPatch, folder) -> None:
-    """Caches and the tuning metrics file in ``folder``; no Vertex variables of the shell."""
-    for name in list(os.environ):
-        if is_vertex_variable(name) or name in TORCHRUN_VARIABLES:
-            patch.delenv(name, raising=False)
-    patch.setenv("HF_DATASETS_CACHE", str(folder / "hf-datasets"))
-    patch.setenv("CLOUD_ML_HP_METRIC_FILE", str(folder / "hypertune" / "metrics.json"))
-
-
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path, monkeypatch):
-    """Each test gets its own caches and no Vertex variables from the calling shell; the
-    module-scoped runs that several tests read call ``isolate`` on their own folder."""
-    isolate(monkeypatch, tmp_path)
+    """Each test gets its own caches and tuning metrics file, and no Vertex variables from the
+    calling shell."""
+    for name in list(os.environ):
+        if is_vertex_variable(name) or name in TORCHRUN_VARIABLES:
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))
+    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "hypertune" / "metrics.json"))
 
 
 @pytest.fixture(scope="session")
@@ -76,16 +71,10 @@ def smoke_args(tiny_bert: str) -> list[str]:
     return [f"--model-name-or-path={tiny_bert}", *SMOKE_ARGS[1:]]
 
 
-# The smoke run through the local emulator is read by two tests: its logs
-# (test_pytorch_train.py) and its exported model served (test_pytorch_serving.py).
-SMOKE_JOB = pytest.mark.xdist_group("pytorch-smoke-job")
-
-
-@pytest.fixture(scope="session")
-def smoke_job(tiny_bert, vertex_project, tmp_path_factory):
-    """``local_job`` of ``smoke_args``: one replica, as ``make train-local`` runs it."""
-    args = smoke_args(tiny_bert)
-    return _emulated_job(tmp_path_factory.mktemp("smoke"), args, vertex_project)
+def printed_losses(output: str) -> list[float]:
+    """The losses in the dicts the Trainer prints (transformers 5 prints numbers as text)."""
+    logs = [ast.literal_eval(line) for line in output.splitlines() if line.startswith("{'loss'")]
+    return [float(entry["loss"]) for entry in logs]
 
 
 def write_csv(path, rows: dict[str, list]) -> str:
@@ -94,21 +83,37 @@ def write_csv(path, rows: dict[str, list]) -> str:
     return str(path)
 
 
-def reviews(count: int, seed: int) -> dict[str, list]:
-    """Short reviews with three sentiment words each: the tiny BERT learns them in a few epochs."""
-    from trainer import data
+def reviews(count: int, seed: int, contradicted: bool = False) -> dict[str, list]:
+    """Short reviews with three sentiment words each: the tiny BERT learns them in a few epochs.
+
+    ``contradicted``: each is followed by a long tail with three words of the other sentiment;
+    truncated to 24 tokens a model sees only the review, untruncated also the tail."""
+    from trainer.data import NEGATIVE_WORDS, POSITIVE_WORDS
 
     rng = random.Random(seed)
     texts, labels = [], []
     for _ in range(count):
         positive = rng.random() < 0.5
-        words = [rng.choice(data.FILLER_WORDS) for _ in range(rng.randint(4, 16))]
-        for _ in range(3):
-            cues = data.POSITIVE_WORDS if positive else data.NEGATIVE_WORDS
-            words.insert(rng.randrange(len(words) + 1), rng.choice(cues))
-        texts.append(" ".join(words).capitalize() + ".")
+        words = (POSITIVE_WORDS, NEGATIVE_WORDS)
+        cues, other = words if positive else reversed(words)
+        if contradicted:
+            fillers = rng.randint(4, 10), rng.randint(30, 50)
+            text = f"{_cued(rng, cues, fillers[0])}. {_cued(rng, other, fillers[1])}"
+        else:
+            text = _cued(rng, cues, rng.randint(4, 16))
+        texts.append(text.capitalize() + ".")
         labels.append("positive" if positive else "negative")
     return {"review": texts, "sentiment": labels}
+
+
+def _cued(rng: random.Random, cues: list[str], fillers: int) -> str:
+    """``fillers`` filler words with three of ``cues`` at random places."""
+    from trainer import data
+
+    words = [rng.choice(data.FILLER_WORDS) for _ in range(fillers)]
+    for _ in range(3):
+        words.insert(rng.randrange(len(words) + 1), rng.choice(cues))
+    return " ".join(words)
 
 
 @pytest.fixture(scope="session")
@@ -151,59 +156,3 @@ def start(argv: list[str], log_path, **env) -> subprocess.Popen:
 def wait(process: subprocess.Popen, timeout: float) -> int:
     """The exit code; a process still running after ``timeout`` s is killed, the test failed."""
     return trainer_runs.wait_all([process], timeout)[0]
-
-
-# One SIGTERM drill on 2 replicas at real step times and the same job never stopped are read by
-# several tests of test_pytorch_local_run.py. They run on one worker (``make test-all``'s
-# ``--dist loadgroup``), so each job runs once.
-TWO_REPLICA_JOBS = pytest.mark.xdist_group("pytorch-two-replica-jobs")
-DRILL_STEPS = 5  # a checkpoint after every step; the notice comes in step 2 or 3
-DRILL_STEP_SECONDS = "2.5"
-GRACE = 30.0  # Compute Engine stops a preempted VM about 30 s after its SIGTERM
-
-
-def drill_args(tiny_bert: str, csv_data: dict, *extra: str) -> list[str]:
-    """Trainer flags of the local emulator's jobs: the tiny model, its data, no timed save."""
-    args = [a for a in base_args(tiny_bert, csv_data, "") if not a.startswith("--job-dir")]
-    return [*args, "--checkpoint-minutes=0", *extra]
-
-
-def sigterm_drill_args(tiny_bert: str, csv_data: dict) -> list[str]:
-    return drill_args(tiny_bert, csv_data, f"--max-steps={DRILL_STEPS}", "--save-steps=1")
-
-
-def _emulated_job(folder, trainer_args, project, drill=None, **options):
-    """``run_local_job`` (or ``kill_drill`` with the options of ``kill_and_resume``) of
-    ``trainer_args`` in ``folder``, isolated as each test is."""
-    with pytest.MonkeyPatch.context() as patch:
-        isolate(patch, folder)
-        if drill:
-            return kill_drill(folder / "out", trainer_args, project=project, **options)
-        flags = [f"--replicas={options.get('replicas', 1)}"]
-        return testing.run_local_job(folder / "out", flags, trainer_args, 600, project=project)
-
-
-@pytest.fixture(scope="session")
-def sigterm_drill_2_replicas(tiny_bert, csv_data, vertex_project, tmp_path_factory):
-    """SIGTERM to the chief once its first checkpoint is complete, at 2.5 s a step, then the
-    whole job rerun: ``kill_and_resume(..., signal="TERM", restart_job=True)`` run once."""
-    from vertex_trainer_runtime.preemption import DRILL_STEP_SECONDS_ENV
-
-    return _emulated_job(
-        tmp_path_factory.mktemp("sigterm-drill"),
-        sigterm_drill_args(tiny_bert, csv_data),
-        vertex_project,
-        drill=True,
-        restart_job=True,
-        signal="TERM",
-        grace=GRACE,
-        env={DRILL_STEP_SECONDS_ENV: DRILL_STEP_SECONDS},
-    )
-
-
-@pytest.fixture(scope="session")
-def uninterrupted_2_replicas(tiny_bert, csv_data, vertex_project, tmp_path_factory):
-    """The SIGTERM drill's job on 2 replicas, never stopped."""
-    folder = tmp_path_factory.mktemp("uninterrupted")
-    args = sigterm_drill_args(tiny_bert, csv_data)
-    return _emulated_job(folder, args, vertex_project, replicas=2)

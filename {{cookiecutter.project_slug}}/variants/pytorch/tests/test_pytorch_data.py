@@ -37,71 +37,55 @@ def with_label(row: int, value) -> dict[str, list]:
     return columns
 
 
-def with_text(rows: list[int], value) -> dict[str, list]:
-    columns = table()
-    for row in rows:
-        columns["text"][row] = value
-    return columns
-
-
-BAD = [
-    # (file name, file text, extra flags, the one line it must print; PATH is the file)
-    (
-        "typo_label.csv",
-        csv_text(with_label(17, "x")),
+# file name: (file text or table, extra flags, the one line it must print; PATH is the file)
+BAD = {
+    "typo_label.csv": (
+        with_label(17, "x"),
         [],
         f"PATH: data row 18: label 'x' occurs in only 1 of {ROWS} rows, a typo? Fix it, or"
         " list the classes to train on all of them: --label-names 0,1,x",
     ),
-    (
-        "typo_label_2.csv",
-        csv_text(with_label(3, 2)),
+    "typo_label_2.csv": (
+        with_label(3, 2),
         [],
         f"PATH: data row 4: label '2' occurs in only 1 of {ROWS} rows",
     ),
-    (
-        "unlisted_label.csv",
-        csv_text(with_label(5, "maybe")),
+    "unlisted_label.csv": (
+        with_label(5, "maybe"),
         ["--label-names=0,1"],
         "PATH: data row 6: label 'maybe' is not one of --label-names 0,1",
     ),
-    (
-        "no_label_value.csv",
-        csv_text(with_label(9, None)),
+    "no_label_value.csv": (
+        with_label(9, None),
         [],
         "PATH: 1 rows have no 'label' value (the first is data row 10)",
     ),
-    (
-        "one_class.csv",
-        csv_text(table(labels=[1] * ROWS)),
+    "one_class.csv": (
+        table(labels=[1] * ROWS),
         [],
         "PATH: column 'label' needs at least 2 classes, got ",
     ),
-    (
-        "all_empty.csv",
-        csv_text(table(texts=[" "] * ROWS)),
+    "all_empty.csv": (
+        table(texts=[" "] * ROWS),
         [],
         "PATH: every row has an empty 'text': no text to train on",
     ),
-    (
-        "no_text_column.csv",
-        csv_text({"review": table()["text"], "label": table()["label"]}),
+    "no_text_column.csv": (
+        {"review": table()["text"], "label": table()["label"]},
         [],
         "PATH: no column 'text' (columns: review, label); set --text-column",
     ),
-    (
-        "wrong_label_flag.csv",
-        csv_text(table()),
+    "wrong_label_flag.csv": (
+        table(),
         ["--label-column=class"],
         "PATH: no column 'class' (columns: text, label); set --label-column",
     ),
-    (
-        "list_label.jsonl",
+    "list_label.jsonl": (
         '{"text": "a", "label": 0}\n{"text": "b", "label": "x"}\n{"text": "c", "label": [1]}\n',
         [],
         "PATH: data row 3: label [1] in 'label' is not a number or text",
     ),
-]
+}
 
 
 def load(path, *extra: str):
@@ -109,10 +93,11 @@ def load(path, *extra: str):
     return data.load_raw(parsed.shared, parsed.data)
 
 
-@pytest.mark.parametrize("name, content, extra, line", BAD, ids=[case[0] for case in BAD])
-def test_bad_data_is_refused_with_one_line(tmp_path, caplog, name, content, extra, line):
+@pytest.mark.parametrize("name", BAD)
+def test_bad_data_is_refused_with_one_line(tmp_path, caplog, name):
+    content, extra, line = BAD[name]
     path = tmp_path / name
-    path.write_text(content, encoding="utf-8")
+    path.write_text(content if isinstance(content, str) else csv_text(content), encoding="utf-8")
     caplog.set_level(logging.INFO)
     with pytest.raises(cli.InputError) as refused:  # any other exception is a traceback
         load(path, *extra)
@@ -123,14 +108,10 @@ def test_bad_data_is_refused_with_one_line(tmp_path, caplog, name, content, extr
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
-def test_a_rare_label_listed_in_label_names_trains_on_every_class(tmp_path):
-    path = tmp_path / "three.csv"
-    path.write_text(csv_text(with_label(17, "x")))
-    raw = load(path, "--label-names=0,1,x")
-    assert raw.label_names == ["0", "1", "x"]
-
-
-def test_label_names_set_the_class_order(tmp_path):
+def test_label_names_set_the_classes_and_their_order(tmp_path):
+    """A rare label listed in --label-names trains on every class; the names set the order."""
+    (tmp_path / "three.csv").write_text(csv_text(with_label(17, "x")))
+    assert load(tmp_path / "three.csv", "--label-names=0,1,x").label_names == ["0", "1", "x"]
     path = tmp_path / "named.csv"
     path.write_text(csv_text(table(labels=["pos", "neg"] * (ROWS // 2))))
     assert load(path).label_names == ["neg", "pos"]
@@ -139,7 +120,10 @@ def test_label_names_set_the_class_order(tmp_path):
 
 def test_empty_texts_are_dropped_with_one_line(tmp_path, caplog):
     path = tmp_path / "blanks.csv"
-    path.write_text(csv_text(with_text([4, 9, 11], "")))
+    columns = table()
+    for row in (4, 9, 11):
+        columns["text"][row] = ""
+    path.write_text(csv_text(columns))
     caplog.set_level(logging.WARNING, logger="trainer.data")
     raw = load(path, "--eval-data=" + str(path))
     assert len(raw.train) == ROWS - 3 and len(raw.eval) == ROWS - 3

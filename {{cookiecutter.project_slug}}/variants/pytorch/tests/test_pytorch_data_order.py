@@ -11,21 +11,12 @@ from __future__ import annotations
 
 import collections
 import json
-import os
+from pathlib import Path
 
 import pytest
-from conftest import (
-    MAX_SEQ_LENGTH,
-    PROJECT,
-    base_args,
-    isolate,
-    reviews,
-    start,
-    wait,
-    write_csv,
-)
+from conftest import MAX_SEQ_LENGTH, PROJECT, base_args, reviews, write_csv
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.testing import cluster_spec, free_ports, kill
+from vertex_trainer_tools.trainer_runs import run_replicas
 
 TRAIN_ROWS = 101  # odd: no batch size or replica count divides it
 BATCH_SIZE = 8
@@ -107,38 +98,21 @@ def _trace(folder) -> dict[int, list[tuple]]:
     return steps
 
 
-def _run(argv, tmp_path, name: str, replicas: int, **env) -> list[str]:
-    """The trainer as ``replicas`` Vertex replicas (one process each); their logs."""
-    trace = tmp_path / name
-    trace.mkdir()
-    hooks = tmp_path / "hooks"
-    if not hooks.exists():
-        hooks.mkdir()
-        (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    paths = [str(hooks), PROJECT, os.environ.get("PYTHONPATH", "")]
-    env = {"TRACE_DIR": str(trace), "PYTHONPATH": os.pathsep.join(paths), **env}
-    ports = free_ports(replicas)
-    pools = {"workerpool0": [f"127.0.0.1:{ports[0]}"]}
-    if replicas > 1:
-        pools["workerpool1"] = [f"127.0.0.1:{port}" for port in ports[1:]]
-    processes = []
-    for node in range(replicas):
-        node_env = dict(env, OMP_NUM_THREADS="1")
-        if replicas > 1:
-            pool, index = ("workerpool0", 0) if node == 0 else ("workerpool1", node - 1)
-            node_env["CLUSTER_SPEC"] = cluster_spec(pools, pool, index=index)
-        log = tmp_path / f"{name}-{node}.log"
-        processes.append(start(argv, log, **node_env))
-    try:
-        codes = [wait(process, timeout=300) for process in processes]
-    finally:
-        for process in processes:
-            kill(process)
-    logs = [(tmp_path / f"{name}-{node}.log").read_text() for node in range(replicas)]
-    stopped = "STOP_AFTER_CHECKPOINT" in env
-    ok = all(code != 0 for code in codes) if stopped else all(code == 0 for code in codes)
-    assert ok, f"exit codes {codes}\n" + "\n-----\n".join(log[-3000:] for log in logs)
-    return logs
+@pytest.fixture
+def run(tmp_path, sitecustomize):
+    """``run(argv, name, replicas, **env)``: the trainer as ``replicas`` Vertex replicas (one
+    process each), its steps traced to ``tmp_path/name``; their logs. Stopped after a
+    checkpoint, every replica must fail."""
+
+    def run(argv, name: str, replicas: int, **env) -> list[str]:
+        (tmp_path / name).mkdir()
+        trace = str(tmp_path / name)
+        env = sitecustomize(SITECUSTOMIZE, TRACE_DIR=trace, OMP_NUM_THREADS="1", **env)
+        exit_code = None if "STOP_AFTER_CHECKPOINT" in env else 0
+        project = Path(PROJECT)
+        return run_replicas(project, tmp_path, argv, name, replicas, exit_code, env, timeout=300)
+
+    return run
 
 
 def _args(tiny_bert, odd_csv, job, *extra) -> list[str]:
@@ -164,55 +138,10 @@ def _stop_step(replicas: int, accumulation: int) -> int:
     return per_epoch + per_epoch // 2
 
 
-def _resume_args(replicas: int, accumulation: int) -> list[str]:
-    stop = _stop_step(replicas, accumulation)
-    return [f"--save-steps={stop}", f"--gradient-accumulation-steps={accumulation}"]
-
-
-# Both tests of 2 replicas that train with the default --group-by-length read one traced run:
-# every example once per epoch, and the uninterrupted reference of the resume on 2 replicas
-# (its checkpoint at the resume's stop step changes neither the order nor the weights).
-TWO_REPLICAS = pytest.mark.xdist_group("pytorch-data-order-2-replicas")
-
-
-@pytest.fixture(scope="module")
-def two_replicas_grouped(tiny_bert, odd_csv, tmp_path_factory):
-    """A traced, uninterrupted 2-epoch run on 2 replicas with the 2-replica resume's flags:
-    its folder holds the job's outputs and the trace of its steps."""
-    folder = tmp_path_factory.mktemp("two-replicas-grouped")
-    whole = folder / "whole"
-    argv = _args(tiny_bert, odd_csv, whole, "--group-by-length", *_resume_args(2, 1))
-    with pytest.MonkeyPatch.context() as patch:
-        isolate(patch, folder)
-        _run(argv, folder, "whole", replicas=2)
-    return whole
-
-
-@pytest.mark.slow
-@pytest.mark.distributed
-@TWO_REPLICAS
-@pytest.mark.parametrize("grouping", ["--group-by-length", "--no-group-by-length"])
-def test_two_ranks_train_on_every_example_once_per_epoch(
-    tiny_bert, odd_csv, tmp_path, grouping, request
-):
-    """Every row once per epoch; the last step is filled up with at most global batch - 1
-    rows from the start of the epoch's order (accelerate's even batches), never more.
-    --group-by-length: 2 replicas; --no-group-by-length: 2 torchrun workers on one replica,
-    which must get the flag (each saved the TrainingArguments it trained with)."""
-    import torch
-
+def _assert_every_example_once_per_epoch(tiny_bert, odd_csv, trace_dir) -> None:
+    """2 ranks: every row once per epoch; the last step is filled up with at most global batch
+    - 1 rows from the start of the epoch's order (accelerate's even batches), never more."""
     ids = _example_ids(tiny_bert, odd_csv["train"])
-    if grouping == "--group-by-length":
-        trace_dir = request.getfixturevalue("two_replicas_grouped")
-    else:
-        argv = _args(tiny_bert, odd_csv, tmp_path / "job", grouping, "--nproc-per-node=2")
-        assert "Processes: 2" in _run(argv, tmp_path, "run", replicas=1)[0]
-        trace_dir = tmp_path / "run"
-        latest = checkpoints.latest_complete(str(tmp_path / "job" / "checkpoints"))
-        worker_args = torch.load(f"{latest.path}/training_args.bin", weights_only=False)
-        assert worker_args.world_size == 2
-        assert getattr(worker_args, "train_sampling_strategy", "random") != "group_by_length"
-        assert not getattr(worker_args, "group_by_length", False)
     per_epoch = _steps_per_epoch(2)
     padding = per_epoch * BATCH_SIZE * 2 - TRAIN_ROWS
     assert 0 < padding < BATCH_SIZE * 2
@@ -228,36 +157,56 @@ def test_two_ranks_train_on_every_example_once_per_epoch(
 
 
 @pytest.mark.slow
+@pytest.mark.distributed
+def test_two_torchrun_workers_without_grouping_train_on_every_example_once_per_epoch(
+    tiny_bert, odd_csv, tmp_path, run
+):
+    """--no-group-by-length on 2 torchrun workers of one replica, which must get the flag (each
+    saved the TrainingArguments it trained with). With the default --group-by-length on 2
+    replicas: the 2-replica run never stopped of the resume test below."""
+    import torch
+
+    argv = _args(tiny_bert, odd_csv, tmp_path / "job", "--no-group-by-length", "--nproc-per-node=2")
+    assert "Processes: 2" in run(argv, "run", replicas=1)[0]
+    latest = checkpoints.latest_complete(str(tmp_path / "job" / "checkpoints"))
+    worker_args = torch.load(f"{latest.path}/training_args.bin", weights_only=False)
+    assert worker_args.world_size == 2
+    assert getattr(worker_args, "train_sampling_strategy", "random") != "group_by_length"
+    assert not getattr(worker_args, "group_by_length", False)
+    _assert_every_example_once_per_epoch(tiny_bert, odd_csv, tmp_path / "run")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("replicas", "accumulation"),
-    [(1, 1), pytest.param(2, 1, marks=[pytest.mark.distributed, TWO_REPLICAS]), (1, 3)],
+    [(1, 1), pytest.param(2, 1, marks=pytest.mark.distributed), (1, 3)],
     ids=["1-replica", "2-replicas", "1-replica-accumulating-3"],
 )
 def test_resumed_mid_epoch_ends_with_the_same_weights(
-    tiny_bert, odd_csv, tmp_path, replicas, accumulation, request
+    tiny_bert, odd_csv, tmp_path, run, replicas, accumulation
 ):
     """Stopped right after a checkpoint in the middle of epoch 2, rerun: the rerun trains the
     rest of epoch 2 on the same batches, and the final weights are bitwise those of a run that
     was never stopped (CPU, gloo: the same operations in the same order). With
     --gradient-accumulation-steps a step is several batches (13 per epoch here, in steps of 3:
     the last step of each epoch takes the one left over); the rerun skips whole steps' batches.
-    """
+    On 2 replicas the run never stopped (the default --group-by-length) also trains on every
+    example once per epoch."""
     from safetensors.torch import load_file
 
     per_epoch = _steps_per_epoch(replicas, accumulation)
     stop = _stop_step(replicas, accumulation)
     assert per_epoch < stop < EPOCHS * per_epoch
-    save = _resume_args(replicas, accumulation)
-    if replicas == 2:  # the run never stopped, with the same flags: shared
-        whole = request.getfixturevalue("two_replicas_grouped")
-    else:
-        whole = tmp_path / "whole"
-        _run(_args(tiny_bert, odd_csv, whole, *save), tmp_path, "whole", replicas)
+    save = [f"--save-steps={stop}", f"--gradient-accumulation-steps={accumulation}"]
+    whole = tmp_path / "whole"
+    run(_args(tiny_bert, odd_csv, whole, *save), "whole", replicas)
+    if replicas == 2:
+        _assert_every_example_once_per_epoch(tiny_bert, odd_csv, whole)
     job = tmp_path / "job"
     argv = _args(tiny_bert, odd_csv, job, *save)
-    _run(argv, tmp_path, "stopped", replicas, STOP_AFTER_CHECKPOINT=str(stop))
+    run(argv, "stopped", replicas, STOP_AFTER_CHECKPOINT=str(stop))
     assert not (job / "model").exists()
-    logs = _run(argv, tmp_path, "resumed", replicas)
+    logs = run(argv, "resumed", replicas)
     assert f"Resuming from checkpoint-{stop}" in logs[0]
     assert f"Training from global step {stop} to {EPOCHS * per_epoch}" in logs[0]
 

@@ -7,7 +7,6 @@ reason; on a GPU VM: ``make test-gpu`` or ``python -m pytest -m gpu -rs``.
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import os
@@ -19,6 +18,7 @@ import torch
 from conftest import (
     PROJECT,
     base_args,
+    printed_losses,
     reviews,
     start,
     trainer_env,
@@ -183,7 +183,7 @@ def test_compiled_training_resumes_and_logs_model_flops(tiny_bert, csv_data, tmp
 
     eager = run([f"--job-dir={tmp_path / 'eager'}"])
     compiled = run(["--torch-compile"])
-    losses = [_printed_losses(log) for log in (eager, compiled)]
+    losses = [printed_losses(log) for log in (eager, compiled)]
     assert len(losses[1]) == 4 and losses[1] == pytest.approx(losses[0], rel=1e-2), losses
     speed = [line for line in compiled.splitlines() if "Speed at step" in line]
     assert speed and all("examples/s" in line for line in speed), compiled[-4000:]
@@ -195,9 +195,3 @@ def test_compiled_training_resumes_and_logs_model_flops(tiny_bert, csv_data, tmp
     newest = checkpoints.latest_complete(str(job / "checkpoints"))
     assert newest is not None and newest.path.endswith("checkpoint-6")
     _check_finite_losses(job)
-
-
-def _printed_losses(log: str) -> list[float]:
-    """The losses in the dicts the Trainer prints (transformers 5 prints numbers as text)."""
-    logs = [ast.literal_eval(line) for line in log.splitlines() if line.startswith("{'loss'")]
-    return [float(entry["loss"]) for entry in logs]

@@ -7,11 +7,11 @@ import logging
 import os
 import re
 import shutil
-import time
 
 from conftest import base_args, start, wait
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.testing import kill, read_metrics
+from vertex_trainer_tools.testing import read_metrics
+from vertex_trainer_tools.trainer_runs import kill_at_first_checkpoint
 
 from trainer import task
 
@@ -22,23 +22,6 @@ def _state(checkpoint_dir, step: int) -> dict:
     path = os.path.join(checkpoint_dir, f"checkpoint-{step}", "trainer_state.json")
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
-
-
-def _wait_for_complete_checkpoint(process, root, timeout: float) -> int:
-    """The step of the first complete checkpoint; the process is SIGKILLed in any case."""
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            found = checkpoints.list_checkpoints(str(root))
-            complete = [c for c in found if checkpoints.problem(c) is None]
-            if complete:
-                return complete[0].step
-            if process.poll() is not None:
-                raise AssertionError(f"the run ended (exit {process.returncode}) too early")
-            time.sleep(0.05)
-        raise AssertionError(f"no complete checkpoint after {timeout} s")
-    finally:
-        kill(process)  # SIGKILL, like a preempted VM: no chance to clean up
 
 
 def test_killed_run_resumes_at_a_later_step(tiny_bert, csv_data, tmp_path):
@@ -53,13 +36,12 @@ def test_killed_run_resumes_at_a_later_step(tiny_bert, csv_data, tmp_path):
         "--save-steps=4",
         "--checkpoint-minutes=0",
     ]
-    first = start(argv, tmp_path / "first.log")
-    saved = _wait_for_complete_checkpoint(first, job / "checkpoints", timeout=180)
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    saved = kill_at_first_checkpoint(start(argv, first), job / "checkpoints", 180, first)
     assert saved < total
 
-    second = start(argv, tmp_path / "second.log")
-    assert wait(second, timeout=240) == 0, (tmp_path / "second.log").read_text()[-3000:]
-    log = (tmp_path / "second.log").read_text()
+    assert wait(start(argv, second), timeout=240) == 0, second.read_text()[-3000:]
+    log = second.read_text()
 
     resumed = int(re.search(r"Resuming from checkpoint-(\d+)", log).group(1))
     assert resumed >= saved

@@ -5,7 +5,7 @@ the first time), with what ``trainer.predict`` says."""
 from __future__ import annotations
 
 import pytest
-from conftest import SMOKE_JOB
+from conftest import smoke_args
 from transformers import AutoModelForSequenceClassification
 
 from trainer import model as models
@@ -16,9 +16,10 @@ pytestmark = pytest.mark.slow
 TEXTS = ["a great film, loved it", "boring and bad", "fine"]
 
 
-@SMOKE_JOB
-def test_save_pretrained_answers_vertex_requests_through_hf_serve(smoke_job, serve_model):
-    job = smoke_job  # local_job of smoke_args, shared (conftest.py)
+def test_save_pretrained_answers_vertex_requests_through_hf_serve(
+    tiny_bert, tmp_path, local_job, serve_model
+):
+    job = local_job(tmp_path / "job", smoke_args(tiny_bert))  # as `make train-local` runs it
     assert job.returncode == 0, job.tail()
     model_dir = str(job.output_dir / "model")
 

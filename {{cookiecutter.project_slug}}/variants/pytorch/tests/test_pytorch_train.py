@@ -4,39 +4,59 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
-import random
 import shutil
 
 import pytest
-from conftest import SMOKE_JOB, base_args, write_csv
+import torch
+from conftest import base_args, reviews, write_csv
+from safetensors.torch import load_file
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from vertex_trainer_runtime import cli
+from vertex_trainer_runtime.torch import distributed
 from vertex_trainer_tools.testing import read_metrics
 
-from trainer import data, predict, task
+from trainer import data, flags, model, predict, task, train
 
 
-def test_scratch_model_on_synthetic_data_with_step_based_evaluation(tmp_path):
-    """What `make train-local` runs: no download at all, the model is built from the texts."""
+def test_scratch_model_on_synthetic_data_with_step_based_evaluation(tmp_path, caplog):
+    """What `make train-local` runs: no download at all, the model is built from the texts.
+    Its speed is logged each logging interval, and the time spent once at the end."""
+    caplog.set_level(logging.INFO)  # the trainer's and the runtime's loggers
     argv = [
         "--model-name-or-path=scratch",
         "--train-data=synthetic",
         "--max-train-samples=64",
         "--max-eval-samples=32",
-        "--max-steps=3",
+        "--max-steps=5",
         "--eval-steps=2",
         "--save-steps=2",
+        "--logging-steps=2",
         "--batch-size=8",
         "--group-by-length",
         f"--job-dir={tmp_path / 'job'}",
     ]
     assert task.main(argv) == 0
     records = read_metrics(os.environ["CLOUD_ML_HP_METRIC_FILE"])
-    # Evaluated at step 2, and once more at the end because step 3 is no evaluation step.
-    assert [int(r["global_step"]) for r in records] == [2, 3]
+    # Evaluated at steps 2 and 4, and once more at the end because 5 is no evaluation step.
+    assert [int(r["global_step"]) for r in records] == [2, 4, 5]
     model_dir = tmp_path / "job" / "model"
     config = json.loads((model_dir / "config.json").read_text())
     assert set(config["id2label"].values()) == {"neg", "pos"}
     assert (model_dir / "tokenizer.json").is_file() and (model_dir / "model.safetensors").is_file()
+
+    messages = [record.getMessage() for record in caplog.records]
+    speeds = [message for message in messages if message.startswith("Speed at step")]
+    assert [message.split(":")[0] for message in speeds] == [
+        f"Speed at step {step}" for step in (1, 2, 4)
+    ]
+    for text in speeds:
+        assert "examples/s" in text and "tokens/s" in text and "ms/step" in text
+        assert "TFLOPS" not in text, "no model-FLOPs utilization without a GPU"
+    spent = [message for message in messages if message.startswith("Time spent")]
+    assert len(spent) == 1
+    assert "in 3 checkpoints" in spent[0] and "in 3 evaluations" in spent[0], spent
 
 
 @pytest.mark.parametrize(
@@ -60,12 +80,6 @@ def test_bad_input_is_one_line_error(tiny_bert, csv_data, tmp_path, capsys, flag
 
 def test_scratch_model_is_the_same_every_time(tmp_path):
     """Every node and every restarted run builds the scratch model: same token ids, same weights."""
-    import torch
-    from safetensors.torch import load_file
-    from transformers import AutoTokenizer
-
-    from trainer import data, model
-
     texts = data.synthetic_examples(200, seed=3)["text"]
     vocabularies, weights = [], []
     for name in ("first", "second"):
@@ -79,44 +93,18 @@ def test_scratch_model_is_the_same_every_time(tmp_path):
     assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
 
 
-def two_part_reviews(count: int, seed: int) -> dict[str, list]:
-    """A short review whose words give the label, then a long tail that says the opposite.
-
-    Truncated to 24 tokens a model sees only the first part; untruncated it also sees the tail.
-    """
-    rng = random.Random(seed)
-    texts, labels = [], []
-    for _ in range(count):
-        positive = rng.random() < 0.5
-        parts = []
-        for cues, fillers in (
-            (data.POSITIVE_WORDS if positive else data.NEGATIVE_WORDS, rng.randint(4, 10)),
-            (data.NEGATIVE_WORDS if positive else data.POSITIVE_WORDS, rng.randint(30, 50)),
-        ):
-            words = [rng.choice(data.FILLER_WORDS) for _ in range(fillers)]
-            for _ in range(3):
-                words.insert(rng.randrange(len(words) + 1), rng.choice(cues))
-            parts.append(" ".join(words))
-        texts.append(". ".join(parts).capitalize() + ".")
-        labels.append("positive" if positive else "negative")
-    return {"review": texts, "sentiment": labels}
-
-
 def accuracy_of_export(model_dir, csv_path) -> float:
     """Ground truth: the exported folder loaded as a user would, predicting one row at a time."""
-    import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    classifier = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     with open(csv_path, newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     hits = 0
     for row in rows:
         inputs = tokenizer(row["review"], truncation=True, return_tensors="pt")
         with torch.inference_mode():
-            predicted = int(model(**inputs).logits.argmax(dim=-1))
-        hits += model.config.id2label[predicted] == row["sentiment"]
+            predicted = int(classifier(**inputs).logits.argmax(dim=-1))
+        hits += classifier.config.id2label[predicted] == row["sentiment"]
     return hits / len(rows)
 
 
@@ -132,8 +120,8 @@ def test_training_reports_the_exported_models_accuracy_exports_and_predicts(
     for name, value in experiment_run.env.items():  # as for a job with job.experiment
         monkeypatch.setenv(name, value)
     files = {
-        "train": write_csv(tmp_path / "train.csv", two_part_reviews(256, seed=11)),
-        "eval": write_csv(tmp_path / "eval.csv", two_part_reviews(96, seed=12)),
+        "train": write_csv(tmp_path / "train.csv", reviews(256, seed=11, contradicted=True)),
+        "eval": write_csv(tmp_path / "eval.csv", reviews(96, seed=12, contradicted=True)),
     }
     job, model_dir = tmp_path / "job", tmp_path / "job" / "model"
     # Truncated to 24 tokens in training; the tiny model's own limit is 128.
@@ -182,18 +170,6 @@ def test_training_reports_the_exported_models_accuracy_exports_and_predicts(
     assert float(records[-1]["accuracy"]) == pytest.approx(exported, abs=1e-9)
 
 
-@pytest.mark.slow
-@SMOKE_JOB
-def test_default_logs_have_no_colour_codes_or_load_report_table(smoke_job):
-    """Cloud Logging makes an entry of each line and shows escape codes raw. The replica's log
-    of the smoke run through the local emulator, shared (conftest.py)."""
-    assert smoke_job.returncode == 0, smoke_job.tail()
-    log = "\n".join(smoke_job.lines())
-    assert "\x1b" not in log
-    assert "LOAD REPORT" not in log and "MISSING" not in log
-    assert "new, randomly initialised: classifier" in log
-
-
 @pytest.mark.parametrize("value", ["0", "-2", "1.5", "two"])
 def test_gradient_accumulation_steps_must_be_a_whole_number_of_batches(value, tmp_path, capsys):
     """A bad value stops the run before anything is read or written (argparse's exit 2), with
@@ -210,10 +186,6 @@ def test_gradient_accumulation_steps_must_be_a_whole_number_of_batches(value, tm
 
 def test_gradient_accumulation_steps_reach_the_trainer(tmp_path):
     """Hugging Face's own argument: it steps the optimizer every N batches and counts steps."""
-    from vertex_trainer_runtime import cli
-
-    from trainer import flags, train
-
     parsed = cli.parse(flags.Flags, flags.DESCRIPTION, ["--gradient-accumulation-steps=4"])
     assert train.training_arguments(parsed, str(tmp_path)).gradient_accumulation_steps == 4
     parsed = cli.parse(flags.Flags, flags.DESCRIPTION, [])
@@ -222,11 +194,6 @@ def test_gradient_accumulation_steps_reach_the_trainer(tmp_path):
 
 def test_torchrun_workers_get_the_command_line_as_given():
     """Flags that argparse cannot spell back from the parsed values reach the workers."""
-    from vertex_trainer_runtime import cli
-    from vertex_trainer_runtime.torch import distributed
-
-    from trainer import flags
-
     given = ["--no-group-by-length", "--model_name_or_path", "scratch", "--epochs=2"]
     argv = distributed.worker_argv(["--local-dir=/node", "--model-name-or-path=/node/m"], given)
     worker = cli.parse(flags.Flags, flags.DESCRIPTION, argv)
