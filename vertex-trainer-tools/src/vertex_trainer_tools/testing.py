@@ -196,11 +196,14 @@ if args.steps:
     print(f"resuming from step {start}", flush=True)
     for step in range(start + 1, args.steps + 1):
         time.sleep(0.3)
+        # Read before the save: a notice sent once this step's checkpoint is complete (as the
+        # drill does) is acted on at the next step, never by re-announcing this one.
+        noticed = bool(notices)
         folder = checkpoints.path_for(root, step)
         os.makedirs(folder, exist_ok=True)
         checkpoints.mark_complete(folder, step)
         print(f"step {step}", flush=True)
-        if notices:
+        if noticed:
             print(f"preemption notice: saved checkpoint-{step}", flush=True)
             sys.exit(preemption.EXIT_CODE)
         if args.keep:
