@@ -7,6 +7,7 @@ trainer decides (its ``trainer/resume.py``): it hands this module a ``TrainingSt
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import threading
 import time
@@ -136,6 +137,7 @@ def exit_if_notice_outlives(
             "or evaluation and export longer than the grace): exiting for a restart",
             notice.seconds_since(),
         )
+        faulthandler.dump_traceback(all_threads=True)  # where it was held, for the logs
         state.publisher.finish_within(GRACE_SECONDS - 1 - notice.seconds_since())
         preemption.exit_now()
 
