@@ -32,7 +32,7 @@ def run(command: list[str], cwd: Path, timeout: int, **env: str) -> subprocess.C
 def assert_succeeded(result: subprocess.CompletedProcess) -> None:
     assert result.returncode == 0, (
         f"{' '.join(result.args)} failed ({result.returncode}):\n"
-        f"{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+        f"{result.stdout[-20000:]}\n{result.stderr[-6000:]}"
     )
 
 
