@@ -33,8 +33,8 @@ DRILL_STEP_SECONDS_ENV = "VERTEX_TRAINER_DRILL_STEP_SECONDS"
 # (it treats no exit code but 0 as success), and distinct from 1 (a crash) and 2 (bad input).
 EXIT_CODE = 128 + signal.SIGTERM
 
-# When any Notice of this process first recorded SIGTERM (None: never): see noticed().
-_noticed_at: float | None = None
+# Whether any Notice of this process recorded SIGTERM: see noticed().
+_noticed = False
 
 
 class Preempted(Exception):
@@ -82,12 +82,11 @@ class Notice:
         return None if self.received_at is None else self._clock() - self.received_at
 
     def handle(self, signum=None, frame=None) -> None:
-        global _noticed_at
+        global _noticed
         self.signals += 1
         if self.received_at is None:
             self.received_at = self._clock()
-        if _noticed_at is None:
-            _noticed_at = time.monotonic()
+        _noticed = True
 
     def install(self) -> Notice:
         if threading.current_thread() is threading.main_thread():
@@ -121,7 +120,7 @@ class Notice:
 def noticed() -> bool:
     """Whether this process got a preemption notice: a run that still finished (the notice came
     after its last step) should then exit at once, before the VM stops (see ``trainer/task.py``)."""
-    return _noticed_at is not None
+    return _noticed
 
 
 def drill_step_seconds() -> float:
