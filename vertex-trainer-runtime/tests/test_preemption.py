@@ -34,8 +34,9 @@ def test_replicas_agree_and_the_exit_line_says_what_was_saved():
     notice = preemption.Notice(clock=lambda: 5.0)
     assert not notice.agreed(False) and not notice.stopping
     assert notice.agreed(True) and notice.stopping  # another replica got it
+    assert notice.seconds_since_saved() is None
     stop = notice.preempted("checkpoint-40")
-    assert stop.seconds is None
+    assert stop.seconds is None and notice.seconds_since_saved() == 0.0  # the watchdog's clock
     assert stop.message() == (
         "preemption notice: saved checkpoint-40, exiting for a restart "
         "(exit 143; SIGTERM reached another replica)"

@@ -71,6 +71,7 @@ class Notice:
         self.received_at: float | None = None
         self.signals = 0
         self.stopping = False
+        self.saved_at: float | None = None  # when the checkpoint of the notice was saved
         self._previous = None
 
     @property
@@ -80,6 +81,10 @@ class Notice:
     def seconds_since(self) -> float | None:
         """Seconds since this process got SIGTERM (None: it did not get one)."""
         return None if self.received_at is None else self._clock() - self.received_at
+
+    def seconds_since_saved(self) -> float | None:
+        """Seconds since the checkpoint of the notice was saved (None: not saved yet)."""
+        return None if self.saved_at is None else self._clock() - self.saved_at
 
     def handle(self, signum=None, frame=None) -> None:
         global _noticed
@@ -114,6 +119,7 @@ class Notice:
 
     def preempted(self, checkpoint: str) -> Preempted:
         """The exception that ends training once ``checkpoint`` is saved."""
+        self.saved_at = self._clock()
         return Preempted(checkpoint, self.seconds_since())
 
 

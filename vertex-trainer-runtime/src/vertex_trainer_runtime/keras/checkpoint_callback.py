@@ -26,6 +26,8 @@ NOTICE_SECONDS = 1.0
 # After SIGTERM a replica exits by then whatever it is doing: Compute Engine stops the VM
 # about 30 s after the notice.
 EXIT_AFTER_NOTICE_SECONDS = 25.0
+# Once the checkpoint of a notice is published a replica has nothing left to do but exit.
+EXIT_AFTER_SAVE_SECONDS = 5.0
 GRACE_SECONDS = 30.0
 
 
@@ -120,25 +122,38 @@ class CheckpointCallback(keras.callbacks.Callback):
 
 
 def exit_if_notice_outlives(
-    notice, state: TrainingState, seconds: float = EXIT_AFTER_NOTICE_SECONDS
+    notice,
+    state: TrainingState,
+    seconds: float = EXIT_AFTER_NOTICE_SECONDS,
+    after_save: float = EXIT_AFTER_SAVE_SECONDS,
 ):
-    """A watchdog: ``seconds`` after SIGTERM the process exits (EXIT_CODE) whatever it is doing
-    (a collective whose peer is gone, an evaluation and export longer than the grace); the
-    checkpoint of the notice is published by then, or given until Compute Engine's stop.
+    """A watchdog: ``seconds`` after SIGTERM, or ``after_save`` seconds after the checkpoint of a
+    notice (this replica's or another's) was published, the process exits (EXIT_CODE) whatever
+    it is doing (a collective whose peer is gone, an evaluation and export longer than the
+    grace); the checkpoint of the notice is published by then, or given until Compute Engine's
+    stop. Every thread's stack goes to the log first: where the replica was held.
     """
 
+    def held() -> str | None:
+        saved = notice.seconds_since_saved()
+        if saved is not None and saved >= after_save:
+            return f"{after_save:g} s after the checkpoint of the notice was published"
+        since = notice.seconds_since()
+        if since is not None and since >= seconds:
+            return f"{since:.0f} s after SIGTERM"
+        return None
+
     def watch():
-        while not notice.received:
-            time.sleep(0.2)
-        while notice.seconds_since() < seconds:
+        while (why := held()) is None:
             time.sleep(0.2)
         logger.warning(
-            "Still running %.0f s after SIGTERM (a collective waiting on a replica that is gone, "
-            "or evaluation and export longer than the grace): exiting for a restart",
-            notice.seconds_since(),
+            "Still running %s (a collective waiting on a replica that is gone, or evaluation "
+            "and export longer than the grace): exiting for a restart",
+            why,
         )
-        faulthandler.dump_traceback(all_threads=True)  # where it was held, for the logs
-        state.publisher.finish_within(GRACE_SECONDS - 1 - notice.seconds_since())
+        faulthandler.dump_traceback(all_threads=True)
+        left = GRACE_SECONDS - 1 - (notice.seconds_since() or 0.0)
+        state.publisher.finish_within(left)
         preemption.exit_now()
 
     threading.Thread(target=watch, name="notice-watchdog", daemon=True).start()
