@@ -99,26 +99,34 @@ def test_two_replicas_train_only_the_chief_exports_and_the_reduction_server_is_l
 # Loaded into every replica: the markers of the first checkpoint (the one the drill waits for)
 # take a second to write, as on a busy machine. The drill must still fire only once a marker is
 # whole (a kill while it was half-written once made the rerun chief skip its checkpoint and
-# train from scratch). Later markers are written at full speed: no claim is about them. Once
-# the first checkpoint's marker is written, the next step waits (up to 20 s) for the drill's
-# kill: epoch 2 takes a second, which a drill polling on a loaded machine once missed.
+# train from scratch). Later markers are written at full speed: no claim is about them. Epoch 2
+# takes a second, which a drill polling on a loaded machine once missed: the chief's next step
+# waits until that checkpoint is marked complete, then up to 20 s for the drill's kill.
 SLOW_MARKERS = """
-import json, threading, time
-from vertex_trainer_runtime import preemption
-_dump, _pause, _written = json.dump, preemption.drill_step_pause, threading.Event()
+import json, os, threading, time
+from vertex_trainer_runtime import preemption, publisher
+_dump, _submit, _pause = json.dump, publisher.Publisher.submit, preemption.drill_step_pause
+_submitted, _marked = threading.Event(), threading.Event()
 def _slow_dump(obj, handle, *args, **kwargs):
     name = getattr(handle, "name", "")
     if "COMPLETE" in name and "checkpoint-{STEPS}/" in name:
         time.sleep(1)
         if name.endswith("checkpoint-{STEPS}/COMPLETE.partial"):
-            _written.set()
+            _marked.set()
     return _dump(obj, handle, *args, **kwargs)
+_chief = json.loads(os.environ.get("CLUSTER_SPEC") or "{}").get("task", {}).get("type") == "workerpool0"
+def _submit_and_note(self, source, step, *args, **kwargs):
+    if step == {STEPS} and _chief:
+        _submitted.set()
+    return _submit(self, source, step, *args, **kwargs)
 def _wait_for_the_drill(seconds=None):
-    if _written.is_set():
-        _written.clear()
+    if _submitted.is_set():
+        _submitted.clear()
+        _marked.wait(60)
         time.sleep(20)
     return _pause(seconds)
-json.dump, preemption.drill_step_pause = _slow_dump, _wait_for_the_drill
+json.dump, publisher.Publisher.submit = _slow_dump, _submit_and_note
+preemption.drill_step_pause = _wait_for_the_drill
 """.replace("{STEPS}", str(STEPS))
 
 
