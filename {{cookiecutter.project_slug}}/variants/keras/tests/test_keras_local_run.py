@@ -114,15 +114,16 @@ def _slow_dump(obj, handle, *args, **kwargs):
         if name.endswith("checkpoint-{STEPS}/COMPLETE.partial"):
             _marked.set()
     return _dump(obj, handle, *args, **kwargs)
-_chief = json.loads(os.environ.get("CLUSTER_SPEC") or "{}").get("task", {}).get("type") == "workerpool0"
+_task = json.loads(os.environ.get("CLUSTER_SPEC") or "{}").get("task", {})
 def _submit_and_note(self, source, step, *args, **kwargs):
-    if step == {STEPS} and _chief:
+    if step == {STEPS} and _task.get("type") == "workerpool0":
         _submitted.set()
     return _submit(self, source, step, *args, **kwargs)
 def _wait_for_the_drill(seconds=None):
     if _submitted.is_set():
         _submitted.clear()
         _marked.wait(60)
+        print("drill hook: checkpoint-{STEPS} marked, waiting for the kill", flush=True)
         time.sleep(20)
     return _pause(seconds)
 json.dump, publisher.Publisher.submit = _slow_dump, _submit_and_note
@@ -143,6 +144,7 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
     job = kill_and_resume(tmp_path / "out", ARGS, restart_job=restart_job, env=env)
     print(f"keras REPLICAS=2 kill drill: {job.seconds:.1f} s")
     assert "kill drill: SIGKILL to workerpool0-0 after checkpoint-" in job.output
+    assert f"drill hook: checkpoint-{STEPS} marked, waiting for the kill" in job.output
     worker = job.exited_after_drill("workerpool1-0")
     print(f"keras chief SIGKILLed ({restart_job=}): the worker exited {worker:.1f} s later")
     assert worker < 30, job.tail()
