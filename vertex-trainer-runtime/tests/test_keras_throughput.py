@@ -36,9 +36,9 @@ def test_throughput_leaves_out_the_first_step_checkpoints_and_evaluation():
     step(5.0)  # tracing: left out
     step(0.1)
     step(0.1)  # step 13: the first report
-    with timings.measure(throughput.CHECKPOINT):
+    with timings.timing(throughput.CHECKPOINT):
         clock.now += 1.0
-    with timings.measure(throughput.EVALUATION):
+    with timings.timing(throughput.EVALUATION):
         clock.now += 2.0
     step(0.1)
     step(0.1)  # step 15: 0.2 s of steps, 3 s of checkpoint and evaluation

@@ -3,12 +3,22 @@ torch.compile from compiling again for each new batch length."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from vertex_trainer_runtime.torch import batches, throughput  # noqa: E402
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def _tiny_bert():
@@ -49,14 +59,24 @@ def test_peak_by_gpu_name(name, peak):
     assert throughput.peak_tflops(name) == peak
 
 
-def test_rates_count_non_pad_tokens_and_model_flops():
+def test_a_log_gets_tokens_model_flops_and_the_steps_time_without_the_pauses():
+    clock = FakeClock()
     model = _tiny_bert()
-    speed = throughput.Throughput(model)
+    speed = throughput.Throughput(model, clock=clock)
     speed.peak = 100.0  # as on a GPU of 100 TFLOPS
+    args, state = SimpleNamespace(world_size=2), SimpleNamespace(global_step=10)
+    state.is_world_process_zero = True
+    speed.on_train_begin(args, state, control=None)
     mask = torch.tensor([[1] * 64, [1] * 10 + [0] * 54])
     speed.count({"input_ids": torch.zeros(2, 64, dtype=torch.long), "attention_mask": mask})
     speed.count({"input_ids": torch.zeros(2, 64, dtype=torch.long)})  # no padding, no mask
-    rates = speed.rates(seconds=2.0, steps=2, world_size=2)
+    clock.now += 1.5
+    with speed.timer.timing("checkpoint"):  # as MeasuredTrainer times a save
+        clock.now += 4.0
+    clock.now += 0.5
+    state.global_step = 12
+    rates = {"loss": 0.25}
+    speed.on_log(args, state, control=None, logs=rates)
     assert rates["samples_per_second"] == 4.0  # 4 examples per process, 2 processes, 2 s
     assert rates["tokens_per_second"] == 2 * (74 + 128) / 2.0
     assert rates["padded_tokens_per_second"] == 2 * 256 / 2.0
@@ -66,6 +86,14 @@ def test_rates_count_non_pad_tokens_and_model_flops():
     flops = 6 * non_embedding * 256 + 12 * 2 * 32 * 64 * 256
     assert rates["model_tflops"] == pytest.approx(flops / 2.0 / 1e12, abs=0.01)
     assert rates["mfu"] == pytest.approx(rates["model_tflops"] / 100.0, abs=1e-4)
+    assert speed.summary() == {
+        "checkpoint_seconds": 4.0,
+        "checkpoints": 1,
+        "evaluation_seconds": 0.0,
+        "evaluations": 0,
+        "training_seconds": 2.0,
+        "samples_per_second": 4.0,
+    }
 
 
 def test_batches_are_padded_to_multiples_of_64_and_unpadded_ones_lose_the_mask(tmp_path):

@@ -1,20 +1,18 @@
 """Training speed in every run's logs: examples/s and step time, and where the rest went.
 
 Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``). The chief reads the clock at
-batch ends (never the step's logs: no extra device sync) less the checkpoint and evaluation time
-``Timings`` records.
+the batch ends that close an interval (never the step's logs: no extra device sync) and takes out
+the checkpoint and evaluation time ``Timings`` records (``vertex_trainer_runtime.speed``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import time
-from collections import defaultdict
-from collections.abc import Callable
 
 import tensorflow as tf
 import tf_keras as keras
+
+from vertex_trainer_runtime import speed
 
 logger = logging.getLogger(__name__)
 
@@ -23,33 +21,10 @@ EVALUATION = "evaluation"
 # The epoch's means, added to its logs: TensorBoard's epoch_* curves, the Experiment run.
 EPOCH_FIGURES = ("examples_per_second", "step_time_seconds")
 
-
-class Timings:
-    """Seconds spent outside the training steps, by kind (``CHECKPOINT``, ``EVALUATION``)."""
-
-    def __init__(self, clock: Callable[[], float] = time.perf_counter):
-        self.clock = clock
-        self.seconds: dict[str, float] = defaultdict(float)
-
-    @contextlib.contextmanager
-    def measure(self, kind: str):
-        started = self.clock()
-        try:
-            yield
-        finally:
-            self.seconds[kind] += self.clock() - started
-
-    def timed(self, kind: str, function: Callable) -> Callable:
-        """``function``, its calls measured as ``kind``."""
-
-        def measured(*args, **kwargs):
-            with self.measure(kind):
-                return function(*args, **kwargs)
-
-        return measured
-
-    def total(self) -> float:
-        return sum(self.seconds.values())
+# The steps' clock and the seconds spent outside them, by kind (``CHECKPOINT``, ``EVALUATION``):
+# the checkpoint callback and the evaluation add to it (``timing``, ``timed``), ``Throughput``
+# takes them out of the steps' time.
+Timings = speed.IntervalTimer
 
 
 class Throughput(keras.callbacks.Callback):
@@ -75,68 +50,62 @@ class Throughput(keras.callbacks.Callback):
         self.log_dir = log_dir
         self._writer = None
         self.step = 0  # the global step after the last batch
-        self.steps_measured = 0
-        self.seconds_measured = 0.0
+        self.measured = speed.Interval(0, 0.0)  # the reports' steps and seconds, all fits
         self.first_steps_seconds = 0.0
         self.reports: list[dict[str, float]] = []  # every report's figures, for tests
 
     def on_train_begin(self, logs=None):
         self.step = int(self.model.optimizer.iterations.numpy())  # once per fit
-        self._started = self.timings.clock()
-        self._mark = None  # (time, step, seconds outside steps) of the interval's start
-        self._epoch_steps, self._epoch_seconds = 0, 0.0
+        self.timings.start(self.step)
+        self._first_step_done = False
+        self._epoch = speed.Interval(0, 0.0)
         if self.log_dir and self._writer is None:
             self._writer = tf.summary.create_file_writer(f"{self.log_dir.rstrip('/')}/throughput")
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._epoch_steps, self._epoch_seconds = 0, 0.0
+        self._epoch = speed.Interval(0, 0.0)
 
     def on_train_batch_end(self, batch, logs=None):
-        now = self.timings.clock()
         self.step += 1
-        if self._mark is None:
-            first = now - self._started
+        if not self._first_step_done:
+            first = self.timings.lap(self.step).seconds
             self.first_steps_seconds += first
             logger.info("First step %.2f s (tracing and compiling the step function)", first)
-            self._mark = (now, self.step, self.timings.total())
+            self._first_step_done = True
             return
-        if self.step - self._mark[1] >= self.every_steps:
-            self._report(now)
+        if self.step - self.timings.mark[1] >= self.every_steps:
+            self._report()
 
     def on_epoch_end(self, epoch, logs=None):
-        if self._mark is not None and self.step > self._mark[1]:
-            self._report(self.timings.clock())
-        if self._epoch_steps and logs is not None:
-            means = (
-                self.global_batch * self._epoch_steps / self._epoch_seconds,
-                self._epoch_seconds / self._epoch_steps,
-            )
-            logs.update(zip(EPOCH_FIGURES, means, strict=True))
+        if self._first_step_done and self.step > self.timings.mark[1]:
+            self._report()
+        if self._epoch.steps and logs is not None:
+            logs.update(self._figures(self._epoch))
 
     def on_train_end(self, logs=None):
         if self._writer is not None:
             self._writer.flush()
 
-    def _report(self, now: float) -> None:
-        started, start_step, outside = self._mark
-        steps = self.step - start_step
-        seconds = max(now - started - (self.timings.total() - outside), 1e-9)
-        self._mark = (now, self.step, self.timings.total())
-        figures = {
-            "examples_per_second": self.global_batch * steps / seconds,
-            "step_time_seconds": seconds / steps,
+    def _figures(self, interval: speed.Interval) -> dict[str, float]:
+        """``EPOCH_FIGURES`` of ``interval``: examples/s and mean step time."""
+        return {
+            "examples_per_second": interval.per_second(self.global_batch * interval.steps),
+            "step_time_seconds": interval.seconds_per_step(),
         }
+
+    def _report(self) -> None:
+        lap = self.timings.lap(self.step).without_pauses()
+        interval = speed.Interval(lap.steps, max(lap.seconds, 1e-9))
+        figures = self._figures(interval)
         self.reports.append(figures)
-        self.steps_measured += steps
-        self.seconds_measured += seconds
-        self._epoch_steps += steps
-        self._epoch_seconds += seconds
+        self.measured += interval
+        self._epoch += interval
         logger.info(
             "Step %d: %.1f examples/s, %.1f ms per step (mean of the last %d)",
             self.step,
             figures["examples_per_second"],
             1000 * figures["step_time_seconds"],
-            steps,
+            interval.steps,
         )
         if self._writer is not None:
             with self._writer.as_default(step=self.step):
@@ -146,14 +115,12 @@ class Throughput(keras.callbacks.Callback):
     def summary(self) -> dict[str, float]:
         """The run's totals: mean examples/s, seconds in steps, checkpoints and evaluation."""
         totals = {
-            "training_seconds": self.seconds_measured + self.first_steps_seconds,
+            "training_seconds": self.measured.seconds + self.first_steps_seconds,
             "checkpoint_seconds": self.timings.seconds[CHECKPOINT],
             "evaluation_seconds": self.timings.seconds[EVALUATION],
         }
-        if self.steps_measured:
-            totals["examples_per_second"] = (
-                self.global_batch * self.steps_measured / self.seconds_measured
-            )
+        if self.measured.steps:
+            totals["examples_per_second"] = self._figures(self.measured)["examples_per_second"]
         return totals
 
     def log_summary(self) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """Training speed in the logs and TensorBoard: examples/s,
 tokens/s, step time and, on a GPU, model-FLOPs use; at the end the time in checkpoints and
-evaluations. Shapes are counted on the host; nothing waits for the GPU at every step.
+evaluations. Shapes are counted on the host; nothing waits for the GPU at every step, and the
+clock (``vertex_trainer_runtime.speed``) is read at each log and around each pause, never per step.
 """
 
 from __future__ import annotations
@@ -8,10 +9,12 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 
 import torch
 from transformers import TrainerCallback
 
+from vertex_trainer_runtime import speed
 from vertex_trainer_runtime.torch import training_order
 
 logger = logging.getLogger(__name__)
@@ -59,15 +62,17 @@ class Throughput(TrainerCallback):
     checkpoints and evaluations, and adds the speed to each training log (rank 0's counts x the
     number of processes)."""
 
-    def __init__(self, model, device: torch.device | None = None):
+    def __init__(
+        self,
+        model,
+        device: torch.device | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.flops_model = FlopsModel(model)
         cuda = device is not None and device.type == "cuda"
         self.peak = peak_tflops(torch.cuda.get_device_name(device)) if cuda else None
-        self.paused_seconds = {"checkpoint": 0.0, "evaluation": 0.0}
-        self.paused_count = {"checkpoint": 0, "evaluation": 0}
+        self.timer = speed.IntervalTimer(clock)  # pauses: "checkpoint", "evaluation"
         self._reset()
-        self.last_time: float | None = None
-        self.last_step = 0
         self.train_seconds = 0.0
         self.samples_per_second: float | None = None
 
@@ -76,7 +81,6 @@ class Throughput(TrainerCallback):
         self.padded_tokens = 0
         self.squared_lengths = 0
         self.real_tokens: torch.Tensor | int = 0  # on the batches' device
-        self.paused_in_interval = 0.0
 
     def count(self, inputs) -> None:
         input_ids = inputs.get("input_ids") if hasattr(inputs, "get") else None
@@ -90,28 +94,20 @@ class Throughput(TrainerCallback):
         # A tensor sum is queued on the device, not waited for; no mask: no padding.
         self.real_tokens = self.real_tokens + (mask.sum() if mask is not None else batch * length)
 
-    def paused(self, what: str, seconds: float) -> None:
-        self.paused_seconds[what] += seconds
-        self.paused_count[what] += 1
-        self.paused_in_interval += seconds
-
     def on_train_begin(self, args, state, control, **kwargs):
-        self.last_time, self.last_step = time.perf_counter(), state.global_step
+        self.timer.start(state.global_step)
         self._reset()
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs is None or "loss" not in logs or self.last_time is None:
+        if logs is None or "loss" not in logs or self.timer.mark is None:
             return control
-        now = time.perf_counter()
-        seconds = now - self.last_time - self.paused_in_interval
-        steps = state.global_step - self.last_step
-        if seconds > 0 and steps > 0 and self.examples:
-            logs.update(self.rates(seconds, steps, args.world_size))
-            self.train_seconds += seconds
+        interval = self.timer.lap(state.global_step).without_pauses()
+        if interval.seconds > 0 and interval.steps > 0 and self.examples:
+            logs.update(self.rates(interval.seconds, interval.steps, args.world_size))
+            self.train_seconds += interval.seconds
             if state.is_world_process_zero:
                 logger.info("Speed at step %d: %s", state.global_step, _described(logs))
-        self.last_time, self.last_step = now, state.global_step
         self._reset()
         return control
 
@@ -133,11 +129,12 @@ class Throughput(TrainerCallback):
 
     def summary(self) -> dict[str, float]:
         """Time in checkpoints and evaluations (this attempt), and the last speed measured."""
+        seconds, counts = self.timer.seconds, self.timer.counts
         result = {
-            "checkpoint_seconds": round(self.paused_seconds["checkpoint"], 2),
-            "checkpoints": self.paused_count["checkpoint"],
-            "evaluation_seconds": round(self.paused_seconds["evaluation"], 2),
-            "evaluations": self.paused_count["evaluation"],
+            "checkpoint_seconds": round(seconds["checkpoint"], 2),
+            "checkpoints": counts["checkpoint"],
+            "evaluation_seconds": round(seconds["evaluation"], 2),
+            "evaluations": counts["evaluation"],
             "training_seconds": round(self.train_seconds, 2),
         }
         if self.samples_per_second is not None:
@@ -168,15 +165,9 @@ class MeasuredTrainer(training_order.SeededOrderTrainer):
         return super().training_step(model, inputs, *args, **kwargs)
 
     def evaluate(self, *args, **kwargs):
-        start = time.perf_counter()
-        try:
+        with self.throughput.timer.timing("evaluation"):
             return super().evaluate(*args, **kwargs)
-        finally:
-            self.throughput.paused("evaluation", time.perf_counter() - start)
 
     def _save_checkpoint(self, *args, **kwargs):
-        start = time.perf_counter()
-        try:
+        with self.throughput.timer.timing("checkpoint"):
             return super()._save_checkpoint(*args, **kwargs)
-        finally:
-            self.throughput.paused("checkpoint", time.perf_counter() - start)

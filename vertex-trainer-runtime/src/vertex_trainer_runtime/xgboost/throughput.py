@@ -7,64 +7,49 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+
+from vertex_trainer_runtime import speed
 
 logger = logging.getLogger(__name__)
 
 
-class Throughput:
-    """Rounds timed since the last interval, and the seconds spent checkpointing and evaluating.
+class Throughput(speed.IntervalTimer):
+    """Rounds timed since the last interval, and the seconds spent checkpointing and evaluating
+    (``timing("checkpoint")``, ``timing("evaluation")``): reported beside the rounds' time, which
+    includes them.
 
     ``rows`` is the number of training rows of all replicas: one boosting round passes over all
     of them, so rows/s is rows x rounds/s.
     """
 
     def __init__(self, rows: int, clock: Callable[[], float] = time.monotonic):
+        super().__init__(clock)
         self.rows = rows
-        self._clock = clock
-        self.started = clock()
-        self.first_round = 0
-        self.mark = (self.started, 0)  # (time, rounds done) when the interval began
-        self.seconds = {"checkpoint": 0.0, "evaluation": 0.0}
-        self.counts = {"checkpoint": 0, "evaluation": 0}
+        self.start(0)
 
-    def start(self, rounds: int) -> None:
-        """Boosting starts with ``rounds`` already done (a resumed run: its checkpoint's)."""
-        self.started = self._clock()
-        self.first_round = rounds
-        self.mark = (self.started, rounds)
-
-    @contextmanager
-    def timing(self, what: str) -> Iterator[None]:
-        """Add the time of the block to ``what`` (``checkpoint`` or ``evaluation``)."""
-        began = self._clock()
-        try:
-            yield
-        finally:
-            self.seconds[what] += self._clock() - began
-            self.counts[what] += 1
+    @property
+    def first_round(self) -> int:
+        """The rounds done before boosting started (a resumed run's checkpoint's)."""
+        return self.first_step
 
     def interval(self, rounds: int) -> dict[str, float]:
         """The speed since the previous call (or the start), ending after round ``rounds``."""
-        now = self._clock()
-        since, done = self.mark
-        self.mark = (now, rounds)
-        return self._figures(rounds - done, now - since)
+        return self._figures(self.lap(rounds))
 
     def totals(self, rounds: int) -> dict[str, float]:
         """The whole run's speed and the time spent in checkpoints and evaluation."""
-        figures = self._figures(rounds - self.first_round, self._clock() - self.started)
+        figures = self._figures(self.since_start(rounds))
         figures["checkpoint_seconds"] = self.seconds["checkpoint"]
         figures["evaluation_seconds"] = self.seconds["evaluation"]
         return figures
 
-    def _figures(self, rounds: int, seconds: float) -> dict[str, float]:
-        per_second = rounds / seconds if seconds > 0 else 0.0
+    def _figures(self, interval: speed.Interval) -> dict[str, float]:
+        per_second = interval.per_second(interval.steps)
         return {
             "rounds_per_second": per_second,
             "rows_per_second": per_second * self.rows,
-            "seconds_per_round": seconds / rounds if rounds else 0.0,
+            "seconds_per_round": interval.seconds_per_step(),
         }
 
 

@@ -81,7 +81,7 @@ class TrainingState:
             "global_step": step,
             "precision": self.policy,
         }
-        with self.timings.measure(throughput.CHECKPOINT):
+        with self.timings.timing(throughput.CHECKPOINT):
             local = tempfile.mkdtemp(prefix="keras-checkpoint-")
             try:
                 self._checkpoint.write(os.path.join(local, FILE_PREFIX))
@@ -92,7 +92,7 @@ class TrainingState:
 
     def close(self) -> None:
         """Wait until the last checkpoint is published (before the export and the exit)."""
-        with self.timings.measure(throughput.CHECKPOINT):
+        with self.timings.timing(throughput.CHECKPOINT):
             self.publisher.close()
 
     def restore(self) -> Position:

@@ -1,0 +1,105 @@
+"""The clock arithmetic behind every trainer's speed lines, written once: steps between two
+clock reads, the seconds between them, and the seconds of named pauses (checkpoints,
+evaluation) that a trainer either takes out of its training time or reports beside it.
+
+The framework subpackages (``keras``, ``torch``, ``xgboost``: their ``throughput`` modules)
+name the figures and feed the timer from their callbacks. The timer reads the clock only when
+an interval starts or ends and around a pause, never per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Interval:
+    """``steps`` done in ``seconds`` of wall-clock time, ``paused`` of them in named pauses."""
+
+    steps: int
+    seconds: float
+    paused: float = 0.0
+
+    def without_pauses(self) -> Interval:
+        """The same steps, timed without the pauses: the training alone."""
+        return Interval(self.steps, self.seconds - self.paused)
+
+    def per_second(self, amount: float) -> float:
+        """``amount`` (examples, rows, rounds) per second; 0.0 for an interval of no time."""
+        return amount / self.seconds if self.seconds > 0 else 0.0
+
+    def seconds_per_step(self) -> float:
+        """Mean seconds per step; 0.0 for an interval of no steps."""
+        return self.seconds / self.steps if self.steps else 0.0
+
+    def __add__(self, other: Interval) -> Interval:
+        return Interval(
+            self.steps + other.steps, self.seconds + other.seconds, self.paused + other.paused
+        )
+
+
+class IntervalTimer:
+    """Marks on one clock: ``start`` a run at a step, take a ``lap`` at later steps (the
+    interval since the last mark), ``since_start`` for the run so far; ``timing(what)`` adds a
+    block's seconds to the pause ``what`` (``seconds[what]``, ``counts[what]``).
+
+    ``clock`` is injectable (tests pass a fake one); ``mark`` is ``(time, step, paused
+    seconds)`` at the interval's start, None before ``start``.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+        self.clock = clock
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.counts: defaultdict[str, int] = defaultdict(int)
+        self.paused_total = 0.0  # all pauses' seconds, kept so that a lap needn't add them up
+        self.mark: tuple[float, int, float] | None = None
+        self.started = 0.0
+        self.first_step = 0
+        self._paused_at_start = 0.0
+
+    def start(self, step: int) -> None:
+        """The run (or this ``fit``) starts now, ``step`` steps already done (a resumed run's)."""
+        self.started = self.clock()
+        self.first_step = step
+        self._paused_at_start = self.paused_total
+        self.mark = (self.started, step, self.paused_total)
+
+    def lap(self, step: int) -> Interval:
+        """The interval from the mark to now, ending after ``step``; now becomes the mark."""
+        now = self.clock()
+        since, since_step, paused_before = self.mark
+        self.mark = (now, step, self.paused_total)
+        return Interval(step - since_step, now - since, self.paused_total - paused_before)
+
+    def since_start(self, step: int) -> Interval:
+        """The run from ``start`` to now, ending after ``step``; the mark stays."""
+        return Interval(
+            step - self.first_step,
+            self.clock() - self.started,
+            self.paused_total - self._paused_at_start,
+        )
+
+    @contextlib.contextmanager
+    def timing(self, what: str) -> Iterator[None]:
+        """Add the block's seconds to the pause ``what``, also when it raises."""
+        began = self.clock()
+        try:
+            yield
+        finally:
+            seconds = self.clock() - began
+            self.seconds[what] += seconds
+            self.counts[what] += 1
+            self.paused_total += seconds
+
+    def timed(self, what: str, function: Callable) -> Callable:
+        """``function``, each call's seconds added to the pause ``what``."""
+
+        def measured(*args, **kwargs):
+            with self.timing(what):
+                return function(*args, **kwargs)
+
+        return measured
