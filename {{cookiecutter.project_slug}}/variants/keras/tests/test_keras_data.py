@@ -3,6 +3,7 @@ on."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -13,6 +14,7 @@ import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, reported_epochs, run_tasks, train
 from vertex_trainer_runtime import checkpoints
+from vertex_trainer_runtime.keras import passes
 
 from trainer import data, tfds_data
 
@@ -162,7 +164,8 @@ def numbers(dataset) -> list[int]:
 
 def test_tfds_shards_by_example_when_files_are_fewer_than_workers(tmp_path):
     """40 examples in one file, two workers: TFDS cannot give each a file, so each worker
-    reads its own half of the examples, and the eval slice is split exactly."""
+    reads its own half of the examples, and the eval slice is split exactly. Training on two
+    workers, each pass takes every example once, and a restart continues the same order."""
     tfds = pytest.importorskip("tensorflow_datasets")
     import tfds_numbered
 
@@ -183,3 +186,13 @@ def test_tfds_shards_by_example_when_files_are_fewer_than_workers(tmp_path):
         assert all(shards), "a worker got no examples"
         assert sorted(shards[0] + shards[1]) == sorted(whole[split])
     assert sorted(whole["train[:75%]"] + whole["train[75%:]"]) == list(range(40))
+
+    # The passes (vertex_trainer_runtime.keras.passes) over this source, by example number.
+    source = dataclasses.replace(train_source, load=lambda image, label: (image[0, 0, 0], label))
+    steps = passes.steps_per_pass(source.size, 8, 2)
+    stream = passes.worker_batches(source, 2, 4, 0, 2 * steps)
+    for number in range(2):
+        one_pass = stream[number * steps : (number + 1) * steps]
+        seen = sorted(int(i) for step in one_pass for batch in step for i in batch)
+        assert seen == sorted(whole["train[:75%]"]) and len(set(seen)) == source.size == 30
+    assert passes.worker_batches(source, 2, 4, steps + 1, steps - 1) == stream[steps + 1 :]

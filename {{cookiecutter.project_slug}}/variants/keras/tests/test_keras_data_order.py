@@ -1,11 +1,10 @@
 """Data order: a pass over the data trains on every example once, and a resumed run is the
 same run (the same batches in the same order, hence the same weights). The passes themselves
 are the runtime's (vertex_trainer_runtime.keras.passes, tested in vertex-trainer-runtime on a
-numbered source); here, on the trainer's own sources and runs."""
+numbered source; on a TFDS source: test_keras_data.py); here, on the trainer's own runs."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import numpy as np
@@ -13,46 +12,9 @@ import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, run_tasks, subprocess_env
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_runtime.keras import passes
 from vertex_trainer_tools.trainer_runs import run_replicas
 
-from trainer import resume, tfds_data
-
-
-def _stream(source, workers: int, per_replica: int, start_step: int, steps: int):
-    """Per step, the example indices each worker's replica trains on."""
-    batches = []
-    for worker in range(workers):
-        context = tf.distribute.InputContext(workers, worker, workers)
-        dataset = passes.training_dataset(source, context, per_replica * workers, 7, start_step)
-        batches.append([indices.numpy().tolist() for indices, _ in dataset.take(steps)])
-    return [list(step) for step in zip(*batches, strict=True)]
-
-
-@pytest.mark.slow  # make test-all, beside the TFDS training test
-def test_tfds_passes_are_complete_and_resume_in_order(tmp_path):
-    """A TFDS split on two workers (one file: split by examples): each pass every example
-    once, and a restart continues the same order."""
-    pytest.importorskip("tensorflow_datasets")
-    import tfds_numbered
-
-    train_source, _ = tfds_data.tfds_sources(
-        f"tfds:{tfds_numbered.NAME}", None, 4, 0.25, str(tmp_path / "tfds"), seed=3
-    )
-    source = dataclasses.replace(train_source, load=lambda image, label: (image[0, 0, 0], label))
-    steps = passes.steps_per_pass(source.size, 8, 2)
-    whole = _stream(source, 2, 4, 0, 2 * steps)
-    split = numbers(source.shard(tf.distribute.InputContext()).map(source.load))
-    for number in range(2):
-        one_pass = whole[number * steps : (number + 1) * steps]
-        seen = sorted(int(i) for step in one_pass for batch in step for i in batch)
-        assert seen == sorted(split) and len(set(seen)) == source.size == 30
-    assert _stream(source, 2, 4, steps + 1, steps - 1) == whole[steps + 1 :]
-
-
-def numbers(dataset) -> list[int]:
-    return [int(number) for number, _ in dataset.as_numpy_iterator()]
-
+from trainer import resume
 
 # --- a run stopped mid-epoch and resumed ends with the weights of an uninterrupted run ------
 

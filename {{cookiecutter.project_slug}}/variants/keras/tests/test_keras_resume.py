@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-import time
 
 import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, reported_epochs, subprocess_env, train
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.testing import kill
-from vertex_trainer_tools.trainer_runs import start_trainer
+from vertex_trainer_tools.trainer_runs import kill_at_first_checkpoint, start_trainer
 
 
 def test_resumes_after_kill(tmp_path, metrics_file, caplog):
@@ -20,14 +18,8 @@ def test_resumes_after_kill(tmp_path, metrics_file, caplog):
     argv = [*TINY, "--epochs=4", "--steps-per-epoch=150", f"--job-dir={job}"]
     env = subprocess_env(CLOUD_ML_HP_METRIC_FILE=str(metrics_file))
     process = start_trainer(argv, env, tmp_path / "first.log", PROJECT)
-    deadline = time.monotonic() + 120
-    try:
-        while not checkpoints.latest_complete(str(job / "checkpoints")):
-            assert process.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no checkpoint after 120 s"
-            time.sleep(0.02)
-    finally:
-        kill(process)  # SIGKILL right after the first complete checkpoint: no clean-up runs
+    # SIGKILL right after the first complete checkpoint: no clean-up runs.
+    kill_at_first_checkpoint(process, job / "checkpoints", 120, tmp_path / "first.log")
     assert process.returncode < 0, "the run ended before it could be killed"
     done = checkpoints.latest_complete(str(job / "checkpoints")).metadata()["epochs_done"]
     assert 1 <= done < 4

@@ -155,12 +155,6 @@ def test_precisions_resume_xla_trains_and_throughput_is_logged(
     steps = [r.getMessage() for r in caplog.records if "examples/s, " in r.getMessage()]
     assert [line.split(":")[0] for line in steps] == ["Step 6", "Step 7", "Step 8"], steps
     assert "s in checkpoints, " in caplog.text and "s in evaluation" in caplog.text
-    seen = {}  # tag -> steps, over both runs' event files
-    for events in (tmp_path / "job" / "logs" / "throughput").glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(events)):
-            for value in event.summary.value:
-                seen.setdefault(value.tag, []).append(event.step)
-    # The first run: steps 2-4 in one report at the epoch's end (--logging-steps=50).
-    assert sorted(seen["examples_per_second"]) == sorted(seen["step_time_seconds"]) == [4, 6, 7, 8]
-    assert set(seen) >= {"total_checkpoint_seconds", "total_evaluation_seconds"}
+    # TensorBoard gets them (at which steps: the runtime's test_keras_throughput.py).
+    assert list((tmp_path / "job" / "logs" / "throughput").glob("events.out.tfevents.*"))
     assert "examples_per_second: " in capsys.readouterr().out  # the epoch's logs (Keras's line)
