@@ -1,6 +1,5 @@
-"""Helpers for the Keras tests: a Vertex-free environment, tiny runs, what a drill's job logged
-(the framework-free helpers are the tools': ``vertex_trainer_tools.testing``,
-``.trainer_runs``)."""
+"""Helpers for the Keras tests: a Vertex-free environment, tiny runs, image folders, what a
+drill's job logged (framework-free ones: ``vertex_trainer_tools.testing``, ``.trainer_runs``)."""
 
 from __future__ import annotations
 
@@ -48,9 +47,7 @@ def metrics_file(tmp_path) -> Path:
     return tmp_path / "hypertune" / "output.metrics"
 
 
-def write_images(
-    root: Path, count: int, seed: int, mislabel_every=0, shape=(SIZE, SIZE), jpeg_every=0
-):
+def write_images(root: Path, count, seed, mislabel_every=0, shape=(SIZE, SIZE), jpeg_every=0):
     """``count`` PNGs, each class its own colour under noise; every ``mislabel_every``-th image is
     filed under the next class, so no model scores 100%; every ``jpeg_every``-th is a JPEG."""
     import numpy as np

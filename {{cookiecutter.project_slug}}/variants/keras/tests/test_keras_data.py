@@ -56,10 +56,9 @@ WITH_TFDS_BUILDER = (
 
 @pytest.mark.distributed  # make test-all: the fast tier keeps one run per data source
 def test_trains_on_a_tfds_dataset_prepared_once_by_the_chief(tmp_path):
-    """A TFDS builder prepared offline (non-square images): no validation split, so a slice of
-    the training split is held out. Chief and worker share one TFDS data folder: the chief
-    prepares the dataset while the worker waits, then each reads its own examples of the one
-    file."""
+    """A TFDS builder prepared offline (non-square images), a slice of its training split held
+    out. Chief and worker share one TFDS data folder: the chief prepares the dataset while the
+    worker waits, then each reads its own examples of the one file."""
     pytest.importorskip("tensorflow_datasets")
     from tfds_numbered import NAME, PREPARE_LOG
 

@@ -6,17 +6,16 @@ numbered source; on a TFDS source: test_keras_data.py); here, on the trainer's o
 from __future__ import annotations
 
 import os
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import PROJECT, TINY, run_tasks, subprocess_env
+from conftest import PROJECT, TINY, reported_epochs, run_tasks, subprocess_env
 from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.trainer_runs import run_replicas
 
 from trainer import resume
-
-# --- a run stopped mid-epoch and resumed ends with the weights of an uninterrupted run ------
 
 SITECUSTOMIZE = '''
 """Test hook of test_keras_data_order.py: end the process right after the checkpoint of a step,
@@ -39,8 +38,7 @@ resume.TrainingState.save = _save_then_stop
 '''
 
 EXAMPLES, BATCH, EPOCHS = 501, 8, 2  # stopped in epoch 2, the last: resumed, it ends it
-# What importing TensorFlow prints by default (TensorFlow 2.17 on CPU): INFO banners and
-# "Unable to register cuFFT/cuDNN/cuBLAS factory" errors that mean nothing.
+# What importing TensorFlow 2.17 prints on CPU: INFO banners, meaningless "Unable to register".
 NOISE = (
     "Unable to register cu",
     "oneDNN custom operations",
@@ -51,8 +49,7 @@ NOISE = (
 
 
 def _final_weights(root, part: str = "") -> dict[str, np.ndarray]:
-    """The model's variables in the newest checkpoint under ``root`` (a task's ``part`` of it
-    when the job had several tasks)."""
+    """The model's variables in the newest checkpoint under ``root`` (a task's ``part`` of it)."""
     latest = checkpoints.latest_complete(str(root))
     prefix = os.path.join(latest.path, part, resume.FILE_PREFIX)
     reader = tf.train.load_checkpoint(prefix)
@@ -65,19 +62,15 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
     tmp_path, sitecustomize, monkeypatch
 ):
     """501 examples (no batch divides them), stopped right after a timed checkpoint inside
-    epoch 2, rerun: the same final weights, bit for bit, as a run that was never stopped. (On
-    2 replicas: the SIGTERM drill of test_keras_local_run.py, on the same 501 examples.) The
-    run never stopped logs at TensorFlow's default level, as a Vertex job: every stderr line is
-    an error in Cloud Logging, so none of TensorFlow's harmless start-up lines may be there."""
+    epoch 2, rerun (newer partial checkpoints skipped): the same final weights, bit for bit, as
+    a run never stopped (on 2 replicas: test_keras_local_run.py's SIGTERM drill). That run logs
+    at TensorFlow's default level, as on Vertex, where every stderr line is an error: no
+    harmless TensorFlow start-up lines."""
     # One pass, the partial last batch included (as Keras counts steps): 63 steps.
     steps = -(-EXAMPLES // BATCH)
     stop = steps + steps // 2  # timed saves come after every step on one task
-    argv = [
-        *TINY,
-        f"--synthetic-examples={EXAMPLES}",
-        f"--batch-size={BATCH}",
-        f"--epochs={EPOCHS}",
-    ]
+    argv = [*TINY, f"--synthetic-examples={EXAMPLES}", f"--batch-size={BATCH}"]
+    argv.append(f"--epochs={EPOCHS}")
     # Only the stopped run needs the timed saves; the others save at epoch ends (TINY), which
     # leaves their weights alone and spares a save per step.
     timed_saves = "--checkpoint-minutes=0.000001"
@@ -91,6 +84,14 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
     stopped = [*argv, timed_saves, f"--job-dir={job}"]
     hooks = sitecustomize(SITECUSTOMIZE, STOP_AFTER_STEP=str(stop))
     run_tasks(tmp_path, stopped, "stopped", replicas=1, exit_code=137, **hooks)
+    # The newest two saves are kept. As if the run had died while copying the second (no
+    # marker), beside a newer folder with only part of its files: the rerun skips both.
+    root = job / "checkpoints"
+    assert [c.step for c in checkpoints.list_checkpoints(str(root))] == [stop - 1, stop]
+    (root / f"checkpoint-{stop}" / checkpoints.MARKER).unlink()
+    shutil.copytree(root / f"checkpoint-{stop - 1}", root / "checkpoint-999")
+    (root / "checkpoint-999" / checkpoints.MARKER).unlink()
+    next((root / "checkpoint-999").glob("ckpt.data-*")).write_bytes(b"trunc")
     logs = run_tasks(tmp_path, [*argv, f"--job-dir={job}"], "resumed", replicas=1)
 
     expected = _final_weights(whole / "checkpoints")
@@ -99,4 +100,11 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
     largest = max(float(np.abs(weights[k] - expected[k]).max()) for k in weights)
     assert largest == 0.0, f"max |dW| {largest:.3g}"
     assert f"{steps} steps per epoch" in logs[0]
-    assert f"(step {stop}, 1 epochs done) and {stop - steps} steps of epoch 2" in logs[0]
+    for skipped in (f"checkpoint-{stop}:", "checkpoint-999:"):
+        assert any("Skipping" in line and skipped in line for line in logs[0].splitlines())
+    resumed = stop - 1
+    assert f"(step {resumed}, 1 epochs done) and {resumed - steps} steps of epoch 2" in logs[0]
+    assert f"Finishing epoch 2: {2 * steps - resumed} of its {steps} steps remain" in logs[0]
+    assert reported_epochs(tmp_path / "resumed-0.metrics") == [2]
+    latest = checkpoints.latest_complete(str(root))  # the steps of a run never stopped
+    assert (latest.step, latest.metadata()["epochs_done"]) == (EPOCHS * steps, EPOCHS)

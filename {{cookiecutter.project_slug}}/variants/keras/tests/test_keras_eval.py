@@ -1,10 +1,7 @@
-"""The tuning metric is the exported model's accuracy on the distinct eval images.
-
-Ground truth: the test decodes the eval PNGs itself, runs the exported SavedModel on them and
-counts correct answers. Whatever the batch size and number of workers, and also when a rerun
-finds every epoch done, the last value reported to hyperparameter tuning (and logged to
-TensorBoard) must equal it: every eval image counted once, none repeated to fill a batch.
-"""
+"""The tuning metric is the exported model's accuracy on the distinct eval images: the test
+decodes the eval PNGs itself and runs the exported SavedModel on them. Whatever the batch size
+and number of workers, and when a rerun finds every epoch done, the last value reported to
+hyperparameter tuning (and TensorBoard) must equal it: each image once, none repeated."""
 
 from __future__ import annotations
 

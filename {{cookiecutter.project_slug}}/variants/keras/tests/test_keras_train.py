@@ -1,8 +1,10 @@
-"""The Keras trainer really trains, exports a servable SavedModel and reports to Vertex HPT."""
+"""The Keras trainer really trains, exports a servable SavedModel and reports to Vertex HPT; one
+TensorFlow version everywhere: the image's base, requirements.txt and this environment."""
 
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,14 @@ from trainer.flags import Model
 SMALL_CNN = Model(model="small-cnn", weights="none")
 
 
+def checkpoint_learning_rate(checkpoint) -> float:
+    """The optimizer's learning rate as saved in a checkpoint's files."""
+    prefix = f"{checkpoint.path}/ckpt"
+    names = [name for name, _ in tf.train.list_variables(prefix)]
+    [name] = [n for n in names if n.startswith("optimizer/") and "learning_rate" in n]
+    return float(tf.train.load_checkpoint(prefix).get_tensor(name))
+
+
 @pytest.fixture
 def policy_reset():
     """The policy is process-wide: leave float32 behind for the next test."""
@@ -33,12 +43,12 @@ def policy_reset():
 def test_trains_exports_reports_and_resumes_in_another_precision_with_xla(
     tmp_path, metrics_file, experiment_run, monkeypatch, serve_model, caplog, capsys, policy_reset
 ):
-    """A run learns, reports and exports a servable model; then --precision, --jit-compile and
-    the throughput logs, proven on CPU (the GPU side of --precision: test_keras_gpu.py; the
-    policy rule and the throughput arithmetic: the runtime's tests). auto is float32 on CPU; its
-    checkpoint resumes under mixed_bfloat16 with XLA at the step it was taken, not under
-    mixed_float16 (no loss scale saved) nor into another model; the export serves float32; the
-    throughput reaches the log, TensorBoard and the epoch's logs."""
+    """A run learns, reports and exports a servable model; then --precision, --jit-compile, a
+    new --learning-rate and the throughput logs, proven on CPU (the GPU side of --precision:
+    test_keras_gpu.py; the policy rule and the throughput arithmetic: the runtime's tests). auto
+    is float32 on CPU; its checkpoint resumes under mixed_bfloat16 with XLA at the step it was
+    taken, not under mixed_float16 (no loss scale saved) nor into another model; the export
+    serves float32; the throughput reaches the log, TensorBoard and the epoch's logs."""
     for name, value in experiment_run.env.items():  # as for a job with job.experiment
         monkeypatch.setenv(name, value)
     caplog.set_level(logging.INFO)
@@ -91,12 +101,15 @@ def test_trains_exports_reports_and_resumes_in_another_precision_with_xla(
 
     caplog.clear()
     xla = ["--epochs=3", "--precision=mixed_bfloat16", "--jit-compile", "--logging-steps=1"]
-    assert train([*argv, *xla]) == 0
+    assert train([*argv, *xla, "--learning-rate=0.05"]) == 0
     assert "Checkpoint saved with precision float32, resuming with mixed_bfloat16" in caplog.text
     assert f"Resumed from {latest.path} (step 32, 2 epochs done)" in caplog.text
     assert "XLA: the training step is compiled (--jit-compile)" in caplog.text
     second = checkpoints.latest_complete(str(job / "checkpoints"))
     assert second.step == 48 and second.metadata()["precision"] == "mixed_bfloat16"
+    # It trains at its own --learning-rate, not the checkpoint's.
+    assert checkpoint_learning_rate(latest) == pytest.approx(0.01)
+    assert checkpoint_learning_rate(second) == pytest.approx(0.05)
     served = tf.saved_model.load(str(job / "model")).signatures["serving_default"]
     assert served.structured_outputs["probabilities"].dtype == tf.float32
 
@@ -148,3 +161,25 @@ def test_savedmodel_answers_vertex_requests_as_the_keras_model(
     models.export_on_every_task(classifier, classes, 16, str(tmp_path / "no-model"), worker)
     assert f"copy of the model to {scratch}/keras-worker-0-model-" in caplog.text
     assert list(scratch.iterdir()) == [] and not (tmp_path / "no-model").exists()
+
+
+def minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def test_tensorflow_version_agrees():
+    requirements = (PROJECT / "requirements.txt").read_text()
+    pinned = re.search(r"^tensorflow==(\d+\.\d+)\.\*$", requirements, re.M).group(1)
+    assert re.search(rf"^tf-keras=={re.escape(pinned)}\.\*$", requirements, re.M)
+
+    dockerfile = (PROJECT / "Dockerfile").read_text()
+    base = re.search(r"^ARG BASE_IMAGE=(\S+)", dockerfile, re.M).group(1)
+    if base.startswith("nvidia/cuda:"):
+        installed = re.search(r"tensorflow\[and-cuda\]==(\d+\.\d+)\.\*", dockerfile).group(1)
+    else:
+        match = re.search(r"/tf2-(?:cpu|gpu)\.(\d+)-(\d+)\.py\d+", base)
+        installed = f"{match.group(1)}.{match.group(2)}"
+    assert installed == pinned
+
+    assert minor(tf.__version__) == pinned
+    assert minor(keras.__version__) == pinned  # tf-keras
