@@ -47,7 +47,7 @@ def metrics_file(tmp_path) -> Path:
     return tmp_path / "hypertune" / "output.metrics"
 
 
-def write_images(root: Path, count, seed, mislabel_every=0, shape=(SIZE, SIZE), jpeg_every=0):
+def write_images(root, count, seed, mislabel_every=0, shape=(SIZE, SIZE), jpeg_every=0):
     """``count`` PNGs, each class its own colour under noise; every ``mislabel_every``-th image is
     filed under the next class, so no model scores 100%; every ``jpeg_every``-th is a JPEG."""
     import numpy as np

@@ -38,6 +38,7 @@ resume.TrainingState.save = _save_then_stop
 '''
 
 EXAMPLES, BATCH, EPOCHS = 501, 8, 2  # stopped in epoch 2, the last: resumed, it ends it
+ARGS = [*TINY, f"--synthetic-examples={EXAMPLES}", f"--batch-size={BATCH}", f"--epochs={EPOCHS}"]
 # What importing TensorFlow 2.17 prints on CPU: INFO banners, meaningless "Unable to register".
 NOISE = (
     "Unable to register cu",
@@ -69,8 +70,6 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
     # One pass, the partial last batch included (as Keras counts steps): 63 steps.
     steps = -(-EXAMPLES // BATCH)
     stop = steps + steps // 2  # timed saves come after every step on one task
-    argv = [*TINY, f"--synthetic-examples={EXAMPLES}", f"--batch-size={BATCH}"]
-    argv.append(f"--epochs={EPOCHS}")
     # Only the stopped run needs the timed saves; the others save at epoch ends (TINY), which
     # leaves their weights alone and spares a save per step.
     timed_saves = "--checkpoint-minutes=0.000001"
@@ -78,10 +77,10 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)  # unset, as on Vertex
     env = subprocess_env()
     del env["TF_CPP_MIN_LOG_LEVEL"]
-    [log] = run_replicas(PROJECT, tmp_path, [*argv, f"--job-dir={whole}"], "whole", 1, env=env)
+    [log] = run_replicas(PROJECT, tmp_path, [*ARGS, f"--job-dir={whole}"], "whole", 1, env=env)
     assert "SavedModel written" in log  # our own log lines are there
     assert [line for line in log.splitlines() if any(text in line for text in NOISE)] == []
-    stopped = [*argv, timed_saves, f"--job-dir={job}"]
+    stopped = [*ARGS, timed_saves, f"--job-dir={job}"]
     hooks = sitecustomize(SITECUSTOMIZE, STOP_AFTER_STEP=str(stop))
     run_tasks(tmp_path, stopped, "stopped", replicas=1, exit_code=137, **hooks)
     # The newest two saves are kept. As if the run had died while copying the second (no
@@ -92,7 +91,7 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
     shutil.copytree(root / f"checkpoint-{stop - 1}", root / "checkpoint-999")
     (root / "checkpoint-999" / checkpoints.MARKER).unlink()
     next((root / "checkpoint-999").glob("ckpt.data-*")).write_bytes(b"trunc")
-    logs = run_tasks(tmp_path, [*argv, f"--job-dir={job}"], "resumed", replicas=1)
+    logs = run_tasks(tmp_path, [*ARGS, f"--job-dir={job}"], "resumed", replicas=1)
 
     expected = _final_weights(whole / "checkpoints")
     weights = _final_weights(job / "checkpoints")
