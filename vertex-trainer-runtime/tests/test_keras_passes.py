@@ -28,14 +28,7 @@ def numbered(size: int) -> SimpleNamespace:
     )
 
 
-def stream(source, workers: int, per_replica: int, start_step: int, steps: int):
-    """Per step, the example indices each worker's replica trains on."""
-    batches = []
-    for worker in range(workers):
-        context = tf.distribute.InputContext(workers, worker, workers)
-        dataset = passes.training_dataset(source, context, per_replica * workers, 7, start_step)
-        batches.append([indices.numpy().tolist() for indices, _ in dataset.take(steps)])
-    return [list(step) for step in zip(*batches, strict=True)]
+stream = passes.worker_batches  # per step, the indices each worker's replica trains on
 
 
 @pytest.mark.parametrize(

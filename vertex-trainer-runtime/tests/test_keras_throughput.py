@@ -58,3 +58,30 @@ def test_throughput_leaves_out_the_first_step_checkpoints_and_evaluation():
             "examples_per_second": 320.0,
         }
     )
+
+
+def test_reports_reach_tensorboard_at_their_steps_across_a_resume(tmp_path):
+    """As a trainer run and its resume write them (one log dir): 4 steps reporting every 50 (one
+    report, at the epoch's end), then, resumed at step 4, every step (step 5, tracing, left out):
+    each figure at steps 4, 6, 7 and 8, and each run's totals."""
+    for first_step, every_steps in ((0, 50), (4, 1)):
+        clock = Clock()
+        speed = throughput.Throughput(16, every_steps, throughput.Timings(clock), str(tmp_path))
+        optimizer = SimpleNamespace(iterations=tf.Variable(first_step))
+        speed.set_model(SimpleNamespace(optimizer=optimizer))
+        speed.on_train_begin()
+        speed.on_epoch_begin(0)
+        for _ in range(4):
+            clock.now += 0.1
+            speed.on_train_batch_end(0)
+        speed.on_epoch_end(0, {})
+        speed.on_train_end()
+        speed.log_summary()
+    seen = {}  # tag -> steps, over both runs' event files
+    for events in (tmp_path / "throughput").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                seen.setdefault(value.tag, []).append(event.step)
+    assert sorted(seen["examples_per_second"]) == sorted(seen["step_time_seconds"]) == [4, 6, 7, 8]
+    assert sorted(seen["total_checkpoint_seconds"]) == sorted(seen["total_evaluation_seconds"])
+    assert sorted(seen["total_evaluation_seconds"]) == [4, 8]

@@ -97,3 +97,17 @@ def training_dataset(
     first = one_pass(first_pass, skipped_steps * local)
     following = tf.data.Dataset.counter(first_pass + 1).flat_map(one_pass)
     return first.concatenate(following).prefetch(tf.data.AUTOTUNE)
+
+
+def worker_batches(
+    source, workers: int, per_replica: int, start_step: int, steps: int, seed: int = 0
+) -> list[list[list]]:
+    """Per step from ``start_step``, each worker's batch as the first items of its examples (a
+    numbered source's indices), one replica per worker: what such a job trains on, in order.
+    For checking a source's passes and restarts (the runtime's and the trainer's tests)."""
+    per_worker = []
+    for worker in range(workers):
+        context = tf.distribute.InputContext(workers, worker, workers)
+        dataset = training_dataset(source, context, per_replica * workers, seed, start_step)
+        per_worker.append([first.numpy().tolist() for first, _ in dataset.take(steps)])
+    return [list(step) for step in zip(*per_worker, strict=True)]

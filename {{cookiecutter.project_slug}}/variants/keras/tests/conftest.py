@@ -1,17 +1,15 @@
-"""Helpers for the Keras tests: a Vertex-free environment, tiny runs, what a drill's job logged
-(the framework-free helpers are the tools': ``vertex_trainer_tools.testing``,
-``.trainer_runs``)."""
+"""Helpers for the Keras tests: a Vertex-free environment, tiny runs, image folders, what a
+drill's job logged (framework-free ones: ``vertex_trainer_tools.testing``, ``.trainer_runs``)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_tools.testing import is_vertex_variable, read_metrics, without_vertex
-from vertex_trainer_tools.trainer_runs import run_replicas
+from vertex_trainer_tools.testing import read_metrics, without_vertex
+from vertex_trainer_tools.trainer_runs import run_replicas, without_vertex_variables
 
 PROJECT = Path(__file__).resolve().parent.parent
 # Small enough to train in about a second on one CPU core, big enough to learn.
@@ -26,6 +24,8 @@ TINY = [
 ]
 # A tiny run on built-in data, also in the image (tests/test_hpt_contract.py, test_docker_image.py).
 SMOKE_ARGS = [*TINY, "--epochs=2"]
+# The image folders' classes, their image size, and the eval images: odd, no batch divides them.
+CLASSES, SIZE, EVAL_IMAGES = ("amber", "blue", "cyan"), 16, 51
 
 
 def pytest_configure(config):
@@ -38,15 +38,47 @@ def pytest_configure(config):
 @pytest.fixture(autouse=True)
 def vertex_free_env(monkeypatch, tmp_path):
     """No Vertex variables leak in from the shell; the hypertune file goes to tmp_path."""
-    for name in list(os.environ):
-        if is_vertex_variable(name):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "hypertune" / "output.metrics"))
+    metrics = str(tmp_path / "hypertune" / "output.metrics")
+    without_vertex_variables(monkeypatch, CLOUD_ML_HP_METRIC_FILE=metrics)
 
 
 @pytest.fixture
 def metrics_file(tmp_path) -> Path:
     return tmp_path / "hypertune" / "output.metrics"
+
+
+def write_images(root, count, seed, mislabel_every=0, shape=(SIZE, SIZE), jpeg_every=0):
+    """``count`` PNGs, each class its own colour under noise; every ``mislabel_every``-th image is
+    filed under the next class, so no model scores 100%; every ``jpeg_every``-th is a JPEG."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        colour = i % len(CLASSES)
+        pixels = 0.4 * rng.uniform(0, 255, (*shape, 3))
+        pixels[..., colour] += 150
+        label = (
+            (colour + 1) % len(CLASSES) if mislabel_every and i % mislabel_every == 0 else colour
+        )
+        folder = root / CLASSES[label]
+        folder.mkdir(parents=True, exist_ok=True)
+        jpeg = jpeg_every and i % jpeg_every == 0
+        encode, suffix = (tf.io.encode_jpeg, "JPG") if jpeg else (tf.io.encode_png, "png")
+        (folder / f"img{i:03d}.{suffix}").write_bytes(encode(pixels.astype(np.uint8)).numpy())
+
+
+@pytest.fixture(scope="session")
+def image_folders(tmp_path_factory) -> tuple[Path, Path]:
+    """A train folder (60 images, 20 x 24, one JPEG per class, a README.txt beside them and a
+    hidden folder to ignore) and an eval folder (EVAL_IMAGES square PNGs, a quarter mislabelled)."""
+    root = tmp_path_factory.mktemp("images")
+    write_images(root / "train", 60, seed=1, shape=(20, 24), jpeg_every=20)
+    for name in CLASSES:
+        (root / "train" / name / "README.txt").write_text("not an image")
+    (root / "train" / ".hidden").mkdir()
+    write_images(root / "eval", EVAL_IMAGES, seed=2, mislabel_every=4)
+    return root / "train", root / "eval"
 
 
 def reported_epochs(path: Path) -> list[int]:

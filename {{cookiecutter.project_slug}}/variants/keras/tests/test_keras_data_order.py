@@ -1,60 +1,21 @@
 """Data order: a pass over the data trains on every example once, and a resumed run is the
 same run (the same batches in the same order, hence the same weights). The passes themselves
 are the runtime's (vertex_trainer_runtime.keras.passes, tested in vertex-trainer-runtime on a
-numbered source); here, on the trainer's own sources and runs."""
+numbered source; on a TFDS source: test_keras_data.py); here, on the trainer's own runs."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import PROJECT, TINY, run_tasks, subprocess_env
+from conftest import PROJECT, TINY, reported_epochs, run_tasks, subprocess_env
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_runtime.keras import passes
 from vertex_trainer_tools.trainer_runs import run_replicas
 
-from trainer import resume, tfds_data
-
-
-def _stream(source, workers: int, per_replica: int, start_step: int, steps: int):
-    """Per step, the example indices each worker's replica trains on."""
-    batches = []
-    for worker in range(workers):
-        context = tf.distribute.InputContext(workers, worker, workers)
-        dataset = passes.training_dataset(source, context, per_replica * workers, 7, start_step)
-        batches.append([indices.numpy().tolist() for indices, _ in dataset.take(steps)])
-    return [list(step) for step in zip(*batches, strict=True)]
-
-
-@pytest.mark.slow  # make test-all, beside the TFDS training test
-def test_tfds_passes_are_complete_and_resume_in_order(tmp_path):
-    """A TFDS split on two workers (one file: split by examples): each pass every example
-    once, and a restart continues the same order."""
-    pytest.importorskip("tensorflow_datasets")
-    import tfds_numbered
-
-    train_source, _ = tfds_data.tfds_sources(
-        f"tfds:{tfds_numbered.NAME}", None, 4, 0.25, str(tmp_path / "tfds"), seed=3
-    )
-    source = dataclasses.replace(train_source, load=lambda image, label: (image[0, 0, 0], label))
-    steps = passes.steps_per_pass(source.size, 8, 2)
-    whole = _stream(source, 2, 4, 0, 2 * steps)
-    split = numbers(source.shard(tf.distribute.InputContext()).map(source.load))
-    for number in range(2):
-        one_pass = whole[number * steps : (number + 1) * steps]
-        seen = sorted(int(i) for step in one_pass for batch in step for i in batch)
-        assert seen == sorted(split) and len(set(seen)) == source.size == 30
-    assert _stream(source, 2, 4, steps + 1, steps - 1) == whole[steps + 1 :]
-
-
-def numbers(dataset) -> list[int]:
-    return [int(number) for number, _ in dataset.as_numpy_iterator()]
-
-
-# --- a run stopped mid-epoch and resumed ends with the weights of an uninterrupted run ------
+from trainer import resume
 
 SITECUSTOMIZE = '''
 """Test hook of test_keras_data_order.py: end the process right after the checkpoint of a step,
@@ -77,8 +38,8 @@ resume.TrainingState.save = _save_then_stop
 '''
 
 EXAMPLES, BATCH, EPOCHS = 501, 8, 2  # stopped in epoch 2, the last: resumed, it ends it
-# What importing TensorFlow prints by default (TensorFlow 2.17 on CPU): INFO banners and
-# "Unable to register cuFFT/cuDNN/cuBLAS factory" errors that mean nothing.
+ARGS = [*TINY, f"--synthetic-examples={EXAMPLES}", f"--batch-size={BATCH}", f"--epochs={EPOCHS}"]
+# What importing TensorFlow 2.17 prints on CPU: INFO banners, meaningless "Unable to register".
 NOISE = (
     "Unable to register cu",
     "oneDNN custom operations",
@@ -89,8 +50,7 @@ NOISE = (
 
 
 def _final_weights(root, part: str = "") -> dict[str, np.ndarray]:
-    """The model's variables in the newest checkpoint under ``root`` (a task's ``part`` of it
-    when the job had several tasks)."""
+    """The model's variables in the newest checkpoint under ``root`` (a task's ``part`` of it)."""
     latest = checkpoints.latest_complete(str(root))
     prefix = os.path.join(latest.path, part, resume.FILE_PREFIX)
     reader = tf.train.load_checkpoint(prefix)
@@ -103,19 +63,13 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
     tmp_path, sitecustomize, monkeypatch
 ):
     """501 examples (no batch divides them), stopped right after a timed checkpoint inside
-    epoch 2, rerun: the same final weights, bit for bit, as a run that was never stopped. (On
-    2 replicas: the SIGTERM drill of test_keras_local_run.py, on the same 501 examples.) The
-    run never stopped logs at TensorFlow's default level, as a Vertex job: every stderr line is
-    an error in Cloud Logging, so none of TensorFlow's harmless start-up lines may be there."""
+    epoch 2, rerun (newer partial checkpoints skipped): the same final weights, bit for bit, as
+    a run never stopped (on 2 replicas: test_keras_local_run.py's SIGTERM drill). That run logs
+    at TensorFlow's default level, as on Vertex, where every stderr line is an error: no
+    harmless TensorFlow start-up lines."""
     # One pass, the partial last batch included (as Keras counts steps): 63 steps.
     steps = -(-EXAMPLES // BATCH)
     stop = steps + steps // 2  # timed saves come after every step on one task
-    argv = [
-        *TINY,
-        f"--synthetic-examples={EXAMPLES}",
-        f"--batch-size={BATCH}",
-        f"--epochs={EPOCHS}",
-    ]
     # Only the stopped run needs the timed saves; the others save at epoch ends (TINY), which
     # leaves their weights alone and spares a save per step.
     timed_saves = "--checkpoint-minutes=0.000001"
@@ -123,13 +77,21 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)  # unset, as on Vertex
     env = subprocess_env()
     del env["TF_CPP_MIN_LOG_LEVEL"]
-    [log] = run_replicas(PROJECT, tmp_path, [*argv, f"--job-dir={whole}"], "whole", 1, env=env)
+    [log] = run_replicas(PROJECT, tmp_path, [*ARGS, f"--job-dir={whole}"], "whole", 1, env=env)
     assert "SavedModel written" in log  # our own log lines are there
     assert [line for line in log.splitlines() if any(text in line for text in NOISE)] == []
-    stopped = [*argv, timed_saves, f"--job-dir={job}"]
+    stopped = [*ARGS, timed_saves, f"--job-dir={job}"]
     hooks = sitecustomize(SITECUSTOMIZE, STOP_AFTER_STEP=str(stop))
     run_tasks(tmp_path, stopped, "stopped", replicas=1, exit_code=137, **hooks)
-    logs = run_tasks(tmp_path, [*argv, f"--job-dir={job}"], "resumed", replicas=1)
+    # The newest two saves are kept. As if the run had died while copying the second (no
+    # marker), beside a newer folder with only part of its files: the rerun skips both.
+    root = job / "checkpoints"
+    assert [c.step for c in checkpoints.list_checkpoints(str(root))] == [stop - 1, stop]
+    (root / f"checkpoint-{stop}" / checkpoints.MARKER).unlink()
+    shutil.copytree(root / f"checkpoint-{stop - 1}", root / "checkpoint-999")
+    (root / "checkpoint-999" / checkpoints.MARKER).unlink()
+    next((root / "checkpoint-999").glob("ckpt.data-*")).write_bytes(b"trunc")
+    logs = run_tasks(tmp_path, [*ARGS, f"--job-dir={job}"], "resumed", replicas=1)
 
     expected = _final_weights(whole / "checkpoints")
     weights = _final_weights(job / "checkpoints")
@@ -137,4 +99,11 @@ def test_stopped_mid_epoch_and_resumed_ends_with_the_same_weights(
     largest = max(float(np.abs(weights[k] - expected[k]).max()) for k in weights)
     assert largest == 0.0, f"max |dW| {largest:.3g}"
     assert f"{steps} steps per epoch" in logs[0]
-    assert f"(step {stop}, 1 epochs done) and {stop - steps} steps of epoch 2" in logs[0]
+    for skipped in (f"checkpoint-{stop}:", "checkpoint-999:"):
+        assert any("Skipping" in line and skipped in line for line in logs[0].splitlines())
+    resumed = stop - 1
+    assert f"(step {resumed}, 1 epochs done) and {resumed - steps} steps of epoch 2" in logs[0]
+    assert f"Finishing epoch 2: {2 * steps - resumed} of its {steps} steps remain" in logs[0]
+    assert reported_epochs(tmp_path / "resumed-0.metrics") == [2]
+    latest = checkpoints.latest_complete(str(root))  # the steps of a run never stopped
+    assert (latest.step, latest.metadata()["epochs_done"]) == (EPOCHS * steps, EPOCHS)

@@ -1,51 +1,23 @@
-"""The tuning metric is the exported model's accuracy on the distinct eval images.
-
-Ground truth: the test decodes the eval PNGs itself, runs the exported SavedModel on them and
-counts correct answers. Whatever the batch size and number of workers, and also when a rerun
-finds every epoch done, the last value reported to hyperparameter tuning (and logged to
-TensorBoard) must equal it: every eval image counted once, none repeated to fill a batch.
-"""
+"""The tuning metric is the exported model's accuracy on the distinct eval images: the test
+decodes the eval PNGs itself and runs the exported SavedModel on them. Whatever the batch size
+and number of workers, and when a rerun finds every epoch done, the last value reported to
+hyperparameter tuning (and TensorBoard) must equal it: each image once, none repeated."""
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import TINY, run_tasks, train
+from conftest import CLASSES, EVAL_IMAGES, SIZE, TINY, reported_epochs, run_tasks, train
+from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import read_metrics
 
+from trainer import data
 from trainer.metric import METRIC
-
-CLASSES = ("amber", "blue", "cyan")
-SIZE = 16
-EVAL_IMAGES = 51  # odd, and no batch size used here divides it
-
-
-def write_images(root: Path, count: int, seed: int, mislabel_every: int = 0) -> None:
-    """``count`` PNGs of SIZE x SIZE, each class its own colour under noise; every
-    ``mislabel_every``-th image is filed under the next class, so no model scores 100%."""
-    rng = np.random.default_rng(seed)
-    for i in range(count):
-        colour = i % len(CLASSES)
-        pixels = 0.4 * rng.uniform(0, 255, (SIZE, SIZE, 3))
-        pixels[..., colour] += 150
-        label = (
-            (colour + 1) % len(CLASSES) if mislabel_every and i % mislabel_every == 0 else colour
-        )
-        folder = root / CLASSES[label]
-        folder.mkdir(parents=True, exist_ok=True)
-        encoded = tf.io.encode_png(pixels.astype(np.uint8)).numpy()
-        (folder / f"img{i:03d}.png").write_bytes(encoded)
-
-
-@pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("images")
-    write_images(root / "train", 60, seed=1)
-    write_images(root / "eval", EVAL_IMAGES, seed=2, mislabel_every=4)
-    return root / "train", root / "eval"
 
 
 def exported_accuracy(model_dir: Path, eval_root: Path) -> float:
@@ -72,8 +44,8 @@ def tensorboard_eval_accuracy(log_dir: Path) -> list[float]:
     return values
 
 
-def train_args(folders, job: Path, batch_size: int) -> list[str]:
-    train_root, eval_root = folders
+def train_args(image_folders, job: Path, batch_size: int) -> list[str]:
+    train_root, eval_root = image_folders
     return [
         *TINY,
         f"--train-data={train_root}",
@@ -94,31 +66,70 @@ def assert_reports_exported_accuracy(metrics_file: Path, job: Path, eval_root: P
     return truth
 
 
-@pytest.mark.parametrize("batch_size", [8, pytest.param(32, marks=pytest.mark.slow)])
-def test_reported_accuracy_counts_each_eval_image_once(tmp_path, folders, metrics_file, batch_size):
-    """51 images at a batch of 8 or 32: no padded or repeated images in the measurement. At 32
-    (make test-all; the fast tier keeps one resume, test_keras_resume.py), a rerun that finds
-    every epoch done (on a fresh VM, say) still reports, last, the accuracy of the model it
-    exports."""
+def test_a_vertex_trial_reports_the_accuracy_of_each_eval_image_once_and_serves_files(
+    tmp_path, image_folders, metrics_file, monkeypatch, caplog
+):
+    """As Vertex runs a tuning trial: AIP_* dirs with trailing slashes, the trial's CLUSTER_SPEC
+    and HPT-style flags (underscores, DISCRETE values as floats, a flag the trainer lacks). 51
+    eval images at a batch of 8: no padded or repeated images in the measurement."""
+    base = tmp_path / "base" / "3"
+    monkeypatch.setenv("AIP_MODEL_DIR", f"{base}/model/")
+    monkeypatch.setenv("AIP_CHECKPOINT_DIR", f"{base}/checkpoints/")
+    monkeypatch.setenv("AIP_TENSORBOARD_LOG_DIR", f"{base}/logs/")
+    trial = {"type": "workerpool0", "index": 0, "trial": "3"}
+    cluster = {"workerpool0": ["cmle-training-workerpool0-ab12cd34ef-0:2222"]}
+    job = json.dumps({"python_module": "", "job_args": []})
+    spec = {"cluster": cluster, "environment": "cloud", "task": trial, "job": job}
+    monkeypatch.setenv("CLUSTER_SPEC", json.dumps(spec))
+    caplog.set_level(logging.WARNING)
+    train_root, eval_root = image_folders
+    argv = [*TINY, f"--train-data={train_root}/", f"--eval-data={eval_root}", "--batch_size=8.0"]
+    argv += ["--epochs=2.0", "--learning_rate=0.01", "--some_injected_flag=1"]
+    assert train(argv) == 0
+    assert "--some-injected-flag=1" in caplog.text
+    assert reported_epochs(metrics_file) == [1, 2]
+    # 60 training images in batches of 8: 8 steps an epoch, the float taken as 8.
+    assert [c.step for c in checkpoints.list_checkpoints(str(base / "checkpoints"))] == [8, 16]
+    assert_reports_exported_accuracy(metrics_file, base, eval_root)
+    loaded = tf.saved_model.load(str(base / "model"))
+    outputs = loaded.signatures["serving_default"](images=tf.fill([2, SIZE, SIZE, 3], 100.0))
+    assert outputs["probabilities"].shape == (2, 3)
+    assert {name.decode() for name in outputs["class_name"].numpy()} <= set(CLASSES)
+
+    # serving_bytes takes the files themselves, decoded and resized as in training.
+    files = [train_root / "cyan" / "img002.png", train_root / "amber" / "img000.JPG"]
+    raw = tf.constant([path.read_bytes() for path in files])
+    from_bytes = loaded.signatures["serving_bytes"](image_bytes=raw)
+    decoded = tf.stack([data.decode_image(tf.io.read_file(str(path)), SIZE) for path in files])
+    from_pixels = loaded.signatures["serving_default"](images=decoded)
+    np.testing.assert_allclose(
+        from_bytes["probabilities"].numpy(), from_pixels["probabilities"].numpy(), rtol=1e-5
+    )
+    assert from_bytes["class_name"].shape == (2,)
+
+
+@pytest.mark.slow  # make test-all; the fast tier keeps one resume (test_keras_resume.py)
+def test_reported_accuracy_counts_each_eval_image_once(tmp_path, image_folders, metrics_file):
+    """51 images at a batch of 32; a rerun that finds every epoch done (on a fresh VM, say)
+    still reports, last, the accuracy of the model it exports."""
     job = tmp_path / "job"
-    assert train(train_args(folders, job, batch_size)) == 0
-    assert_reports_exported_accuracy(metrics_file, job, folders[1])
-    if batch_size == 32:
-        metrics_file.unlink()
-        assert train(train_args(folders, job, 32)) == 0
-        assert [line["global_step"] for line in read_metrics(metrics_file)] == ["1"]
-        truth = exported_accuracy(job / "model", folders[1])
-        assert float(read_metrics(metrics_file)[-1][METRIC]) == pytest.approx(truth, abs=1e-6)
+    assert train(train_args(image_folders, job, 32)) == 0
+    assert_reports_exported_accuracy(metrics_file, job, image_folders[1])
+    metrics_file.unlink()
+    assert train(train_args(image_folders, job, 32)) == 0
+    assert [line["global_step"] for line in read_metrics(metrics_file)] == ["1"]
+    truth = exported_accuracy(job / "model", image_folders[1])
+    assert float(read_metrics(metrics_file)[-1][METRIC]) == pytest.approx(truth, abs=1e-6)
 
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_workers_count_each_eval_image_once(tmp_path, folders):
+def test_two_workers_count_each_eval_image_once(tmp_path, image_folders):
     """Chief + worker, 25 images per replica (split across two workers, 51 eval images would
     need a padded or empty batch): the chief reports the exported model's accuracy on the 51
     distinct images."""
     job = tmp_path / "job"
-    argv = [*train_args(folders, job, 25), "--steps-per-epoch=5"]
+    argv = [*train_args(image_folders, job, 25), "--steps-per-epoch=5"]
     chief, _ = run_tasks(tmp_path, argv, "eval")
     assert "2 replica(s), global batch 50" in chief
-    assert_reports_exported_accuracy(tmp_path / "eval-0.metrics", job, folders[1])
+    assert_reports_exported_accuracy(tmp_path / "eval-0.metrics", job, image_folders[1])

@@ -1,8 +1,6 @@
-"""Bad image folders, each refused in one line: ``train`` exits 2 with one ``ERROR:`` line naming
-the folder or file and writes nothing, never a traceback from deep inside the input pipeline
-(``trainer/data.py``; the image checks themselves and the hostile image set are the runtime's
-``vertex_trainer_runtime.keras.image_checks``, tested in vertex-trainer-runtime).
-"""
+"""Bad image folders, each refused in one line: exit 2, one ``ERROR:`` line naming the folder or
+file, nothing written, no traceback from the input pipeline (the image checks themselves: the
+runtime's ``vertex_trainer_runtime.keras.image_checks``, tested in vertex-trainer-runtime)."""
 
 from __future__ import annotations
 

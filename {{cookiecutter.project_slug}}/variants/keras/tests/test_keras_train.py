@@ -1,8 +1,10 @@
-"""The Keras trainer really trains, exports a servable SavedModel and reports to Vertex HPT."""
+"""The Keras trainer really trains, exports a servable SavedModel and reports to Vertex HPT; one
+TensorFlow version everywhere: the image's base, requirements.txt and this environment."""
 
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,14 +25,37 @@ from trainer.flags import Model
 SMALL_CNN = Model(model="small-cnn", weights="none")
 
 
-def test_trains_exports_and_reports(
-    tmp_path, metrics_file, experiment_run, monkeypatch, serve_model
+def checkpoint_learning_rate(checkpoint) -> float:
+    """The optimizer's learning rate as saved in a checkpoint's files."""
+    prefix = f"{checkpoint.path}/ckpt"
+    names = [name for name, _ in tf.train.list_variables(prefix)]
+    [name] = [n for n in names if n.startswith("optimizer/") and "learning_rate" in n]
+    return float(tf.train.load_checkpoint(prefix).get_tensor(name))
+
+
+@pytest.fixture
+def policy_reset():
+    """The policy is process-wide: leave float32 behind for the next test."""
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def test_trains_exports_reports_and_resumes_in_another_precision_with_xla(
+    tmp_path, metrics_file, experiment_run, monkeypatch, serve_model, caplog, capsys, policy_reset
 ):
+    """A run learns, reports and exports a servable model; then --precision, --jit-compile, a
+    new --learning-rate and the throughput logs, proven on CPU (the GPU side of --precision:
+    test_keras_gpu.py; the policy rule and the throughput arithmetic: the runtime's tests). auto
+    is float32 on CPU; its checkpoint resumes under mixed_bfloat16 with XLA at the step it was
+    taken, not under mixed_float16 (no loss scale saved) nor into another model; the export
+    serves float32; the throughput reaches the log, TensorBoard and the epoch's logs."""
     for name, value in experiment_run.env.items():  # as for a job with job.experiment
         monkeypatch.setenv(name, value)
+    caplog.set_level(logging.INFO)
     job = tmp_path / "job"
-    argv = [*TINY, "--synthetic-examples=256", "--learning-rate=0.01", "--epochs=2"]
-    assert train([*argv, f"--job-dir={job}"]) == 0
+    argv = [*TINY, "--synthetic-examples=256", "--learning-rate=0.01", f"--job-dir={job}"]
+    assert train([*argv, "--epochs=2"]) == 0
+    assert "Precision float32 (--precision=auto, CPU)" in caplog.text
 
     # One hypertune line per epoch, global_step = epoch, the tag vertex.yaml's study uses.
     lines = read_metrics(metrics_file)
@@ -60,8 +85,42 @@ def test_trains_exports_and_reports(
     # Epoch checkpoints with the complete marker; TensorBoard event files.
     latest = checkpoints.latest_complete(str(job / "checkpoints"))
     assert latest is not None and latest.metadata()["epochs_done"] == 2
-    assert latest.step == 2 * 256 // 16
+    assert latest.step == 2 * 256 // 16 and latest.metadata()["precision"] == "float32"
     assert list((job / "logs").rglob("events.out.tfevents.*"))
+
+    # Reruns that add a third epoch (not in the Experiment).
+    for name in experiment_run.env:
+        monkeypatch.delenv(name)
+    assert train([*argv, "--epochs=3", "--precision=mixed_float16"]) == 2
+    error = capsys.readouterr().err
+    assert "ERROR: --precision mixed_float16: checkpoint " in error
+    assert "resume with --precision=float32, or use a new --checkpoint-dir" in error
+    # A checkpoint of another architecture is reported, never silently mixed in.
+    assert train([*argv, "--epochs=3", "--synthetic-classes=3"]) == 2
+    assert "does not fit this model" in capsys.readouterr().err
+
+    caplog.clear()
+    xla = ["--epochs=3", "--precision=mixed_bfloat16", "--jit-compile", "--logging-steps=1"]
+    assert train([*argv, *xla, "--learning-rate=0.05"]) == 0
+    assert "Checkpoint saved with precision float32, resuming with mixed_bfloat16" in caplog.text
+    assert f"Resumed from {latest.path} (step 32, 2 epochs done)" in caplog.text
+    assert "XLA: the training step is compiled (--jit-compile)" in caplog.text
+    second = checkpoints.latest_complete(str(job / "checkpoints"))
+    assert second.step == 48 and second.metadata()["precision"] == "mixed_bfloat16"
+    # It trains at its own --learning-rate, not the checkpoint's.
+    assert checkpoint_learning_rate(latest) == pytest.approx(0.01)
+    assert checkpoint_learning_rate(second) == pytest.approx(0.05)
+    served = tf.saved_model.load(str(job / "model")).signatures["serving_default"]
+    assert served.structured_outputs["probabilities"].dtype == tf.float32
+
+    # Step 33 traces (and compiles) the step: left out; then one report per step.
+    steps = [r.getMessage() for r in caplog.records if "examples/s, " in r.getMessage()]
+    expected = [f"Step {step}" for step in range(34, 49)]
+    assert [line.split(":")[0] for line in steps] == expected, steps
+    assert "s in checkpoints, " in caplog.text and "s in evaluation" in caplog.text
+    # TensorBoard gets them (at which steps: the runtime's test_keras_throughput.py).
+    assert list((job / "logs" / "throughput").glob("events.out.tfevents.*"))
+    assert "examples_per_second: " in capsys.readouterr().out  # the epoch's logs (Keras's line)
 
 
 def test_metric_name_needs_no_tensorflow():
@@ -70,16 +129,10 @@ def test_metric_name_needs_no_tensorflow():
     code = (
         "import sys; from trainer.metric import METRIC; print(METRIC, 'tensorflow' in sys.modules)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=PROJECT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    command = [sys.executable, "-c", code]
+    printed = subprocess.check_output(command, cwd=PROJECT, env=subprocess_env(), text=True)
     study = yaml.safe_load((PROJECT / "vertex.yaml").read_text())["hpt"]["metric"]["id"]
-    assert result.stdout.split() == [study, "False"]
+    assert printed.split() == [study, "False"]
 
 
 def test_savedmodel_answers_vertex_requests_as_the_keras_model(
@@ -110,57 +163,23 @@ def test_savedmodel_answers_vertex_requests_as_the_keras_model(
     assert list(scratch.iterdir()) == [] and not (tmp_path / "no-model").exists()
 
 
-@pytest.fixture
-def policy_reset():
-    """The policy is process-wide: leave float32 behind for the next test."""
-    yield
-    keras.mixed_precision.set_global_policy("float32")
+def minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
 
 
-def test_precisions_resume_xla_trains_and_throughput_is_logged(
-    tmp_path, caplog, capsys, policy_reset
-):
-    """--precision, --jit-compile and the throughput logs, proven on CPU (the GPU side of
-    --precision: test_keras_gpu.py; the policy rule and the throughput arithmetic: the runtime's
-    tests). auto is float32 on CPU; its checkpoint resumes under mixed_bfloat16 with XLA at the
-    step it was taken, not under mixed_float16 (no loss scale saved) nor into another model; the
-    export serves float32; the throughput reaches the log, TensorBoard and the epoch's logs."""
-    caplog.set_level(logging.INFO)
-    job = f"--job-dir={tmp_path / 'job'}"
-    assert train([*TINY, "--epochs=1", job]) == 0
-    assert "Precision float32 (--precision=auto, CPU)" in caplog.text
-    first = checkpoints.latest_complete(str(tmp_path / "job" / "checkpoints"))
-    assert first.step == 4 and first.metadata()["precision"] == "float32"
+def test_tensorflow_version_agrees():
+    requirements = (PROJECT / "requirements.txt").read_text()
+    pinned = re.search(r"^tensorflow==(\d+\.\d+)\.\*$", requirements, re.M).group(1)
+    assert re.search(rf"^tf-keras=={re.escape(pinned)}\.\*$", requirements, re.M)
 
-    assert train([*TINY, "--epochs=2", "--precision=mixed_float16", job]) == 2
-    error = capsys.readouterr().err
-    assert "ERROR: --precision mixed_float16: checkpoint " in error
-    assert "resume with --precision=float32, or use a new --checkpoint-dir" in error
-    # A checkpoint of another architecture is reported, never silently mixed in.
-    assert train([*TINY, "--epochs=2", "--synthetic-classes=3", job]) == 2
-    assert "does not fit this model" in capsys.readouterr().err
+    dockerfile = (PROJECT / "Dockerfile").read_text()
+    base = re.search(r"^ARG BASE_IMAGE=(\S+)", dockerfile, re.M).group(1)
+    if base.startswith("nvidia/cuda:"):
+        installed = re.search(r"tensorflow\[and-cuda\]==(\d+\.\d+)\.\*", dockerfile).group(1)
+    else:
+        match = re.search(r"/tf2-(?:cpu|gpu)\.(\d+)-(\d+)\.py\d+", base)
+        installed = f"{match.group(1)}.{match.group(2)}"
+    assert installed == pinned
 
-    caplog.clear()
-    argv = [*TINY, "--epochs=2", "--precision=mixed_bfloat16", "--jit-compile", "--logging-steps=1"]
-    assert train([*argv, job]) == 0
-    assert "Checkpoint saved with precision float32, resuming with mixed_bfloat16" in caplog.text
-    assert f"Resumed from {first.path} (step 4, 1 epochs done)" in caplog.text
-    assert "XLA: the training step is compiled (--jit-compile)" in caplog.text
-    second = checkpoints.latest_complete(str(tmp_path / "job" / "checkpoints"))
-    assert second.step == 8 and second.metadata()["precision"] == "mixed_bfloat16"
-    served = tf.saved_model.load(str(tmp_path / "job" / "model")).signatures["serving_default"]
-    assert served.structured_outputs["probabilities"].dtype == tf.float32
-
-    # Step 5 traces (and compiles) the step: left out; then one report per step.
-    steps = [r.getMessage() for r in caplog.records if "examples/s, " in r.getMessage()]
-    assert [line.split(":")[0] for line in steps] == ["Step 6", "Step 7", "Step 8"], steps
-    assert "s in checkpoints, " in caplog.text and "s in evaluation" in caplog.text
-    seen = {}  # tag -> steps, over both runs' event files
-    for events in (tmp_path / "job" / "logs" / "throughput").glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(events)):
-            for value in event.summary.value:
-                seen.setdefault(value.tag, []).append(event.step)
-    # The first run: steps 2-4 in one report at the epoch's end (--logging-steps=50).
-    assert sorted(seen["examples_per_second"]) == sorted(seen["step_time_seconds"]) == [4, 6, 7, 8]
-    assert set(seen) >= {"total_checkpoint_seconds", "total_evaluation_seconds"}
-    assert "examples_per_second: " in capsys.readouterr().out  # the epoch's logs (Keras's line)
+    assert minor(tf.__version__) == pinned
+    assert minor(keras.__version__) == pinned  # tf-keras
