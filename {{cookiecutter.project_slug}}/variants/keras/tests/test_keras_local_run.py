@@ -100,13 +100,13 @@ def test_two_replicas_train_only_the_chief_exports_and_the_reduction_server_is_l
 # take a second to write, as on a busy machine. The drill must still fire only once a marker is
 # whole (a kill while it was half-written once made the rerun chief skip its checkpoint and
 # train from scratch). Later markers are written at full speed: no claim is about them. Epoch 2
-# takes a second, which a drill polling on a loaded machine once missed: the chief's next step
-# waits until that checkpoint is marked complete, then up to 20 s for the drill's kill.
+# takes a second, which a drill polling on a loaded machine once missed: the chief waits until
+# that checkpoint is marked complete, then up to 20 s for the drill's kill.
 SLOW_MARKERS = """
 import json, os, threading, time
-from vertex_trainer_runtime import preemption, publisher
-_dump, _submit, _pause = json.dump, publisher.Publisher.submit, preemption.drill_step_pause
-_submitted, _marked = threading.Event(), threading.Event()
+from vertex_trainer_runtime import publisher
+_dump, _submit, _marked = json.dump, publisher.Publisher.submit, threading.Event()
+_task = json.loads(os.environ.get("CLUSTER_SPEC") or "{}").get("task", {})
 def _slow_dump(obj, handle, *args, **kwargs):
     name = getattr(handle, "name", "")
     if "COMPLETE" in name and "checkpoint-{STEPS}/" in name:
@@ -114,20 +114,13 @@ def _slow_dump(obj, handle, *args, **kwargs):
         if name.endswith("checkpoint-{STEPS}/COMPLETE.partial"):
             _marked.set()
     return _dump(obj, handle, *args, **kwargs)
-_task = json.loads(os.environ.get("CLUSTER_SPEC") or "{}").get("task", {})
-def _submit_and_note(self, source, step, *args, **kwargs):
+def _submit_then_wait(self, source, step, *args, **kwargs):
+    _submit(self, source, step, *args, **kwargs)
     if step == {STEPS} and _task.get("type") == "workerpool0":
-        _submitted.set()
-    return _submit(self, source, step, *args, **kwargs)
-def _wait_for_the_drill(seconds=None):
-    if _submitted.is_set():
-        _submitted.clear()
         _marked.wait(60)
         print("drill hook: checkpoint-{STEPS} marked, waiting for the kill", flush=True)
         time.sleep(20)
-    return _pause(seconds)
-json.dump, publisher.Publisher.submit = _slow_dump, _submit_and_note
-preemption.drill_step_pause = _wait_for_the_drill
+json.dump, publisher.Publisher.submit = _slow_dump, _submit_then_wait
 """.replace("{STEPS}", str(STEPS))
 
 
