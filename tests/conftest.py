@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -78,6 +79,10 @@ def baked(tmp_path_factory):
 def pip_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PIP_CONSTRAINT"] = str(CONSTRAINTS)
+    # No bytecode compiled at install time (pip's --no-compile): a third of the CPU of each
+    # fresh environment's install (about 40 s of TensorFlow's), for modules no test imports;
+    # Python still compiles, and caches, what a test does import.
+    env["PIP_COMPILE"] = "0"
     env.pop("VIRTUAL_ENV", None)
     return env
 
@@ -94,6 +99,7 @@ class Demo:
     project: Path
     result: subprocess.CompletedProcess
     pip_report: Path
+    seconds: float
 
 
 @pytest.fixture(scope="session")
@@ -112,6 +118,7 @@ def fresh_demo(tmp_path_factory):
             folder = tmp_path_factory.mktemp(f"demo-{framework}")
             report = folder / "pip-report.json"
             command = ["make", "--no-print-directory", "demo", f"FRAMEWORK={framework}"]
+            started = time.monotonic()
             result = subprocess.run(
                 [*command, f"DEMO_DIR={folder}"],
                 cwd=TEMPLATE,
@@ -120,7 +127,8 @@ def fresh_demo(tmp_path_factory):
                 text=True,
                 timeout=2400,
             )
-            demos[framework] = Demo(folder / "vertex_trainer", result, report)
+            seconds = time.monotonic() - started
+            demos[framework] = Demo(folder / "vertex_trainer", result, report, seconds)
         return demos[framework]
 
     return get
@@ -135,7 +143,7 @@ FRESH_DEMO_FRAMEWORKS = [
 
 
 # Minutes each, against seconds for the rest. pytest-xdist (--dist loadgroup) hands out the
-# units with the most tests first (an xdist group counts as one unit: the image group's 7 tests,
+# units with the most tests first (an xdist group counts as one unit: the image group's 6 tests,
 # then each framework's fresh-venv group of 2), one per worker, and one more to a worker with at
 # most 2 tests pending; among units of one size this order decides. With 2 workers one runs
 # the image group, the other PyTorch's group and, fetched at once, Keras's (898 + 812 s of the
@@ -169,3 +177,19 @@ def pytest_configure(config):
             "--dist loadgroup would not keep tests/test_images.py on one worker; "
             "install requirements-dev.txt (pytest<9.2)"
         )
+
+
+# Tests that run whole projects record where their minutes went (``record_property("timings",
+# ...)``): printed at the end of the run, as pytest-xdist brings the reports of every worker.
+def pytest_terminal_summary(terminalreporter):
+    reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
+    timings = [
+        (report.nodeid, value)
+        for report in reports
+        for name, value in getattr(report, "user_properties", [])
+        if name == "timings" and report.when == "call"
+    ]
+    if timings:
+        terminalreporter.section("where the generated projects' time went")
+        for nodeid, value in timings:
+            terminalreporter.write_line(f"{nodeid}:\n{value}")

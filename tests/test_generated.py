@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+from vertex_trainer_tools.testing import read_metrics
 
 from conftest import FRESH_DEMO_FRAMEWORKS, ONE_THREAD, TEMPLATE, pip_env
 
@@ -36,16 +38,70 @@ def assert_succeeded(result: subprocess.CompletedProcess) -> None:
     )
 
 
+# The PyTorch scratch model's default run must learn the synthetic task (issue 25 item 8), as
+# tests/project/test_readme_local_run.py holds its `make train-local REPLICAS=2` to.
+PYTORCH_MIN_ACCURACY = 0.9
+
+
+def assert_the_readme_train_local_job(project: Path, output: str, framework: str) -> None:
+    """The README's `make train-local`, which the demo ran (the checks of
+    tests/project/test_readme_local_run.py, which does not run it again): one fresh job folder,
+    ``latest`` pointing at it, the model in it."""
+    jobs = project / "outputs" / "local"
+    found = re.findall(r"^local_run \| job folder: (.+)/$", output, re.M)
+    assert found, output[-3000:]
+    folder = Path(found[-1])
+    assert folder.parent == jobs and (jobs / "latest").resolve() == folder
+    assert [p for p in jobs.iterdir() if p.name != "latest"] == [folder]
+    model = folder / "model"
+    assert model.is_dir() and any(model.iterdir()), "the demo exported no model"
+    assert f"local_run | model: {model}/" in output
+    if framework == "pytorch":
+        (metrics,) = (folder / "hypertune" / "workerpool0-0").iterdir()
+        accuracy = float(read_metrics(metrics)[-1]["accuracy"])
+        print(f"pytorch make train-local (the demo): final eval accuracy {accuracy}")
+        assert accuracy >= PYTORCH_MIN_ACCURACY, f"final eval accuracy {accuracy}"
+
+
+class Timings:
+    """Each phase's wall time and its pytest runs' slowest tests (``--durations``, set through
+    ``PYTEST_ADDOPTS`` so that the commands stay the user's), for the template's summary."""
+
+    DURATION = re.compile(r"^\d+\.\d+s (?:call|setup|teardown) .*$", re.M)
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.env = {"PYTEST_ADDOPTS": "--durations=6"}
+
+    def add(self, phase: str, seconds: float, output: str = "") -> None:
+        self.lines.append(f"  {seconds:6.0f} s  {phase}")
+        self.lines += [f"           {line}" for line in self.DURATION.findall(output)]
+
+    def run(self, phase: str, command: list[str], cwd: Path, timeout: int, **env: str):
+        started = time.monotonic()
+        result = run(command, cwd, timeout, **self.env, **env)
+        self.add(phase, time.monotonic() - started, result.stdout)
+        return result
+
+
 @pytest.mark.parametrize("framework", FRESH_DEMO_FRAMEWORKS)
-def test_demo_then_the_projects_own_lint_and_test_tiers(fresh_demo, framework):
+def test_demo_then_the_projects_own_lint_and_test_tiers(fresh_demo, framework, record_property):
+    timings = Timings()
+    try:
+        demo_then_tiers(fresh_demo, framework, timings)
+    finally:
+        record_property("timings", "\n".join(timings.lines))
+
+
+def demo_then_tiers(fresh_demo, framework: str, timings: Timings) -> None:
     demo = fresh_demo(framework)
+    timings.add("make demo (a fresh venv, make install, make train-local)", demo.seconds)
     assert_succeeded(demo.result)
     project = demo.project
-    model_dir = project / "outputs" / "local" / "latest" / "model"
-    assert model_dir.is_dir() and any(model_dir.iterdir()), "the demo exported no model"
+    assert_the_readme_train_local_job(project, demo.result.stdout, framework)
     assert f"cd {project} && . .venv/bin/activate" in demo.result.stdout, "no next steps printed"
     python = f"PYTHON={project / '.venv' / 'bin' / 'python'}"
-    run(["make", "lint", python], project, timeout=300)
+    timings.run("make lint", ["make", "lint", python], project, timeout=300)
     env = {}
     if framework != "xgboost":
         # tests/test_images.py builds and trains every variant's image (with local wheels, and
@@ -55,13 +111,15 @@ def test_demo_then_the_projects_own_lint_and_test_tiers(fresh_demo, framework):
         # tests run here, as a user runs them (its image builds in about a minute).
         env["TEST_BASE_IMAGE"] = "absent/base:see-tests-test_images"
     # make test-all runs make test (the fast tier) first, then the other tiers but GPU.
-    tests = run(["make", "test-all", python], project, timeout=2400, **env)
+    command = ["make", "test-all", python]
+    tests = timings.run("make test-all", command, project, timeout=2400, **env)
     summaries = re.findall(r"^=+ .*\b\d+ passed.* =+$", tests.stdout, re.M)
     assert len(summaries) == 2 and " failed" not in tests.stdout, tests.stdout[-3000:]
     checks = TEMPLATE / "tests" / "project"
     command = [str(project / ".venv" / "bin" / "python"), "-m", "pytest", "-n", "auto"]
     command += ["-c", str(checks / "pytest.ini"), str(checks)]
-    tests = run(command, project, timeout=2400, PROJECT_UNDER_TEST=str(project))
+    project_env = {"PROJECT_UNDER_TEST": str(project)}
+    tests = timings.run("tests/project", command, project, timeout=2400, **project_env)
     assert " passed" in tests.stdout and " failed" not in tests.stdout
     # The runtime's framework subpackage (vertex_trainer_runtime.<torch|keras|xgboost>): its
     # tests need the framework, so they run here, in the project's environment.
@@ -70,5 +128,6 @@ def test_demo_then_the_projects_own_lint_and_test_tiers(fresh_demo, framework):
     framework_tests = sorted(str(path) for path in (runtime / "tests").glob(f"test_{prefix}_*.py"))
     if framework_tests:
         command = [str(project / ".venv" / "bin" / "python"), "-m", "pytest", "-p"]
-        tests = run([*command, "no:cacheprovider", *framework_tests], runtime, timeout=1200)
+        command += ["no:cacheprovider", *framework_tests]
+        tests = timings.run(f"the runtime's test_{prefix}_*.py", command, runtime, timeout=1200)
         assert " passed" in tests.stdout and " skipped" not in tests.stdout, tests.stdout[-3000:]
