@@ -79,10 +79,6 @@ def baked(tmp_path_factory):
 def pip_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PIP_CONSTRAINT"] = str(CONSTRAINTS)
-    # No bytecode compiled at install time (pip's --no-compile): a third of the CPU of each
-    # fresh environment's install (about 40 s of TensorFlow's), for modules no test imports;
-    # Python still compiles, and caches, what a test does import.
-    env["PIP_COMPILE"] = "0"
     env.pop("VIRTUAL_ENV", None)
     return env
 
