@@ -1,5 +1,6 @@
 """The commands of the project README's "Run it locally like Vertex" section, run exactly as
-written (but the first, ``make train-local``, which ``make demo`` ran in this project).
+written: all but the first, ``make train-local``, which ``make demo`` ran in this project, and the
+ones the project's own tests run as written but for their ``ARGS`` (``run_readme_line``).
 
 Each command runs in a copy of the project (so nothing lands in your outputs/), with this
 test's Python first on PATH and as PYTHON, and must succeed: a fresh job folder per run, the
@@ -83,7 +84,32 @@ def job_folder(output: str) -> Path:
 RUN_BY_THE_DEMO = "make train-local"
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS if c != RUN_BY_THE_DEMO])
+def run_by_the_projects_tests(command: str) -> list[str]:
+    """The project's test files that run ``command`` themselves, through the tools'
+    ``run_readme_line`` (which checks that the README has the line), with their own ARGS: the
+    drills' checks need a known number of steps, and the job would only run twice."""
+    return [
+        path.name
+        for path in sorted((PROJECT / "tests").glob("test_*.py"))
+        if "run_readme_line(" in (text := path.read_text(encoding="utf-8"))
+        and f'"{command}"' in text
+    ]
+
+
+RUN_HERE = [c for c in COMMANDS if c != RUN_BY_THE_DEMO and not run_by_the_projects_tests(c)]
+
+
+def test_the_projects_tests_run_the_drills_but_pytorchs():
+    """Keras and XGBoost: the README's drills run in the project's own drill tests. PyTorch's
+    run here, with the Makefile's defaults: the default run must learn and be interrupted
+    before its last step (check_pytorch_run)."""
+    drills = [command for command in COMMANDS if "KILL_AFTER=" in command]
+    assert len(drills) == 2, COMMANDS
+    for command in drills:
+        assert bool(run_by_the_projects_tests(command)) == (FRAMEWORK != "pytorch"), command
+
+
+@pytest.mark.parametrize("command", RUN_HERE)
 def test_readme_command_runs_as_written(tmp_path, command):
     project = tmp_path / PROJECT.name
     shutil.copytree(PROJECT, project, ignore=COPY_IGNORE)

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from conftest import PROJECT
-from vertex_trainer_tools import testing
+from vertex_trainer_tools import pytest_plugin, testing
 
 pytest_plugins = ["pytester"]
 
@@ -92,6 +92,37 @@ def test_make_train_local_as_make_expands_it(tmp_path):
     runner, trainer = testing.make_train_local(PROJECT, tmp_path / "out", "REPLICAS=2", "ARGS=--x")
     assert f"--output-dir={tmp_path / 'out'}" in runner and "--replicas=2" in runner
     assert trainer[-1] == "--x" and "--train-data=synthetic" in trainer
+
+
+def test_run_readme_line_runs_the_readmes_drill_with_the_tests_args(tmp_path, monkeypatch):
+    """The README's drill line as make expands it, the test's flags as ARGS; the drill's checks."""
+    readme = (PROJECT / "README.md").read_text()
+    (drill,) = [
+        line.split("  #")[0].strip()
+        for line in readme.splitlines()
+        if line.startswith("make train-local REPLICAS=2 KILL_AFTER=checkpoint")
+        and "KILL_SIGNAL" not in line
+    ]
+    ran = []
+    lines = "local_run | starting workerpool0-0\nlocal_run | kill drill: SIGKILL to workerpool0-0"
+
+    def run_local_job(output_dir, runner_args, trainer_args, timeout, env, project):
+        ran.append((runner_args, trainer_args))
+        again = "local_run | starting workerpool0-0 (attempt 2)"
+        return testing.LocalJob(0 if ran[1:] else 1, f"{lines}\n{again}\n", output_dir, "1", 1.0)
+
+    monkeypatch.setattr(pytest_plugin, "run_local_job", run_local_job)
+    args = ["--epochs=2", "--seed=3"]
+    with pytest.raises(AssertionError):  # the first run failed (exit 1)
+        pytest_plugin.run_readme_line(PROJECT, drill, tmp_path / "job", args)
+    job = pytest_plugin.run_readme_line(PROJECT, drill, tmp_path / "job", args)
+    assert job.attempts() == 2
+    runner, trainer = ran[-1]
+    assert {"--replicas=2", "--kill-after=checkpoint", "--kill-signal=KILL"} <= set(runner)
+    assert f"--output-dir={tmp_path / 'job'}" in runner
+    assert trainer[-2:] == args and "--train-data=synthetic" in trainer  # the Makefile's first
+    with pytest.raises(AssertionError, match="is not a line of README.md"):
+        pytest_plugin.run_readme_line(PROJECT, f"{drill} KILL_GRACE=5", tmp_path / "no", args)
 
 
 def test_exited_after_drill_reads_another_replicas_exit(tmp_path):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import uuid
@@ -33,6 +34,7 @@ from vertex_trainer_tools.testing import (
     CHIEF,
     SPOT_GRACE_SECONDS,
     LocalJob,
+    make_train_local,
     run_local_job,
     with_reduction_server,
 )
@@ -40,6 +42,51 @@ from vertex_trainer_tools.testing import (
 # Extra build arguments for a machine that needs them (space-separated NAME=VALUE, e.g.
 # PIP_FIND_LINKS=... for a folder of wheels): the image of a real `make build` has none.
 BUILD_ARGS_ENV = "TEST_DOCKER_BUILD_ARGS"
+
+
+def readme_line(project: str | Path, command: str) -> list[str]:
+    """The make variables of ``command``, a ``make train-local`` line of the project's README.md
+    as written there (its comment aside); fails the test when the README has no such line."""
+    text = (Path(project) / "README.md").read_text(encoding="utf-8")
+    written = [
+        shlex.join(shlex.split(line, comments=True))
+        for line in text.splitlines()
+        if line.startswith("make train-local")
+    ]
+    assert command in written, f"{command!r} is not a line of README.md: {written}"
+    return shlex.split(command)[2:]
+
+
+def run_readme_line(
+    project: str | Path,
+    command: str,
+    output_dir: Path,
+    trainer_args: list[str],
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+) -> LocalJob:
+    """A ``make train-local`` line of the project's README, run as written but for the test's
+    trainer flags (as ``ARGS``) and job folder (``OUTPUT_DIR``), through ``run_local_job``: the
+    test's checks then hold for the README's own command. A drill line (``KILL_AFTER``) must
+    fire and its job succeed (``assert_drill``); the caller checks any other job's exit."""
+    variables = [*readme_line(project, command), f"ARGS={shlex.join(trainer_args)}"]
+    runner_args, trainer = make_train_local(project, output_dir, *variables)
+    job = run_local_job(output_dir, runner_args, trainer, timeout, env, project=Path(project))
+    drill = dict(a[2:].split("=", 1) for a in runner_args if a.startswith("--kill-"))
+    if drill:
+        assert_drill(job, drill["kill-replica"], drill["kill-signal"])
+    return job
+
+
+def assert_drill(job: LocalJob, replica: str = CHIEF, signal: str = "KILL") -> None:
+    """The kill drill's signal reached ``replica``, which then ran a second time, and the job
+    succeeded; after a SIGTERM, a complete checkpoint came and the replica exited by itself."""
+    assert job.returncode == 0, job.tail()
+    assert f"kill drill: SIG{signal} to {replica}" in job.output, job.tail()
+    assert job.attempts(replica) == 2, job.tail()
+    if signal == "TERM":
+        assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), job.tail()
+        assert re.search(rf"kill drill: {replica} exited \d+ [\d.]+s after", job.output), job.tail()
 
 
 def kill_drill(
@@ -66,12 +113,7 @@ def kill_drill(
     if restart_job is not None:
         drill.append(f"--{'' if restart_job else 'no-'}restart-job-on-worker-restart")
     job = run_local_job(output_dir, drill, list(trainer_args), timeout, env, project=project)
-    assert job.returncode == 0, job.tail()
-    assert f"kill drill: SIG{signal} to {replica}" in job.output, job.tail()
-    assert job.attempts(replica) == 2, job.tail()
-    if signal == "TERM":
-        assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), job.tail()
-        assert re.search(rf"kill drill: {replica} exited \d+ [\d.]+s after", job.output), job.tail()
+    assert_drill(job, replica, signal)
     return job
 
 

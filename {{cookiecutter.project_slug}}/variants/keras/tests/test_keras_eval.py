@@ -126,8 +126,7 @@ def test_reported_accuracy_counts_each_eval_image_once(tmp_path, image_folders, 
 @pytest.mark.distributed
 def test_two_workers_count_each_eval_image_once(tmp_path, image_folders):
     """Chief + worker, 25 images per replica (split across two workers, 51 eval images would
-    need a padded or empty batch): the chief reports the exported model's accuracy on the 51
-    distinct images."""
+    need a padded or empty batch): the chief reports the exported model's accuracy on all 51."""
     job = tmp_path / "job"
     argv = [*train_args(image_folders, job, 25), "--steps-per-epoch=5"]
     chief, _ = run_tasks(tmp_path, argv, "eval")

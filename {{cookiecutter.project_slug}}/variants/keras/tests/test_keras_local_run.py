@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, notice_steps, resumed_at
 from vertex_trainer_runtime import checkpoints
+from vertex_trainer_tools.pytest_plugin import run_readme_line
 from vertex_trainer_tools.testing import is_vertex_variable, run_local_job, with_reduction_server
 
 # One worker runs this module's tests (make test and test-all: --dist loadfile), so that the
@@ -24,6 +25,8 @@ EXAMPLES, EPOCHS = 501, 2
 STEPS = -(-EXAMPLES // 16)
 ARGS = [*TINY, f"--synthetic-examples={EXAMPLES}", "--batch-size=8", f"--epochs={EPOCHS}"]
 TASKS = ("chief-0", "worker-0")  # MultiWorkerMirroredStrategy: each task's part of a step
+KILL_DRILL = "make train-local REPLICAS=2 KILL_AFTER=checkpoint"
+SIGTERM_DRILL = "make train-local REPLICAS=2 KILL_AFTER=checkpoint KILL_SIGNAL=TERM"
 
 
 def final_checkpoints(output_dir):
@@ -134,12 +137,14 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
     # itself when the runner restarts only the chief, on the runner's SIGTERM with
     # restart_job_on_worker_restart.
     env = sitecustomize(SLOW_MARKERS)
-    job = kill_and_resume(tmp_path / "out", ARGS, restart_job=restart_job, env=env)
-    print(f"keras REPLICAS=2 kill drill: {job.seconds:.1f} s")
+    if restart_job:
+        job = kill_and_resume(tmp_path / "out", ARGS, restart_job=True, env=env)
+    else:
+        job = run_readme_line(PROJECT, KILL_DRILL, tmp_path / "out", ARGS, env=env)
     assert "kill drill: SIGKILL to workerpool0-0 after checkpoint-" in job.output
     assert f"drill hook: checkpoint-{STEPS} marked, waiting for the kill" in job.output
     worker = job.exited_after_drill("workerpool1-0")
-    print(f"keras chief SIGKILLed ({restart_job=}): the worker exited {worker:.1f} s later")
+    print(f"keras kill drill ({restart_job=}): {job.seconds:.0f} s, worker out {worker:.1f} s")
     assert worker < 30, job.tail()
 
     # The rerun chief resumed from a complete checkpoint, not from scratch ...
@@ -156,14 +161,14 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
 
 @SHARES_THE_UNINTERRUPTED_JOB
 def test_sigterm_drill_saves_an_agreed_batch_and_ends_with_uninterrupted_weights(
-    tmp_path, kill_and_resume, uninterrupted_job
+    tmp_path, uninterrupted_job
 ):
     """SIGTERM to the chief once epoch 1's checkpoint is complete: both tasks save the same
     batch of epoch 2 and resume there, and the job ends with the weights of the job never
     stopped, bit for bit (the same batches in the same order, the partial last one included)."""
     from test_keras_data_order import _final_weights
 
-    job = kill_and_resume(tmp_path / "out", ARGS, after="checkpoint", signal="TERM")
+    job = run_readme_line(PROJECT, SIGTERM_DRILL, tmp_path / "out", ARGS)
     print(f"keras REPLICAS=2 SIGTERM drill: {job.seconds:.1f} s")
     job.sigterm_to_exit()
     # Both tasks saved the same step (agreed within 10 batches of training), then exited.

@@ -1,6 +1,7 @@
 """The XGBoost job through the local emulator (the tools' pytest fixtures): 2 replicas in one
 XGBoost collective (tracker on the chief), and the preemption drills (the chief SIGKILLed after a
-checkpoint, or sent SIGTERM: it saves the next round; the job rerun)."""
+checkpoint, or sent SIGTERM: it saves the next round; the job rerun). The README's
+``make train-local REPLICAS=2`` lines run here as written, with this module's ``ARGS``."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ import re
 import pytest
 from conftest import FAST, IMAGE_PACKAGES, load_model
 from vertex_trainer_runtime import checkpoints
+from vertex_trainer_tools.pytest_plugin import run_readme_line
 from vertex_trainer_tools.testing import SPOT_GRACE_SECONDS as GRACE_S
-from vertex_trainer_tools.testing import run_local_job
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 ROUNDS = 120
 ARGS = ["--train-data=synthetic:4000", "--eval-data=synthetic:1000", f"--num-boost-round={ROUNDS}"]
 ARGS += ["--checkpoint-rounds=10", "--report-rounds=10", *FAST]
+# The README's commands (the template's check of the README leaves them to these tests).
+REPLICAS_2 = "make train-local REPLICAS=2"
+KILL_DRILL = "make train-local REPLICAS=2 KILL_AFTER=checkpoint RESTART_JOB=1"
+SIGTERM_DRILL = "make train-local REPLICAS=2 KILL_AFTER=checkpoint KILL_SIGNAL=TERM RESTART_JOB=1"
 
 
 def final_rounds(output_dir) -> tuple[int, int]:
@@ -29,12 +34,10 @@ def final_rounds(output_dir) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, vertex_project):
-    """The 2-replica job of ``ARGS`` without a drill, run once for this module: what each
-    replica does, and the trees that every drill's rerun must end with."""
+    """The README's ``make train-local REPLICAS=2`` with ``ARGS``, run once for this module:
+    what each replica does, and the trees that every drill's rerun must end with."""
     output_dir = tmp_path_factory.mktemp("uninterrupted") / "out"
-    return run_local_job(
-        output_dir, ["--replicas=2"], ARGS, 600, IMAGE_PACKAGES, project=vertex_project
-    )
+    return run_readme_line(vertex_project, REPLICAS_2, output_dir, ARGS, env=IMAGE_PACKAGES)
 
 
 # The tests that read `uninterrupted` run on one pytest-xdist worker (make test-all's
@@ -69,11 +72,11 @@ def test_two_replicas_train_and_only_the_chief_exports(uninterrupted):
 
 @shares_the_uninterrupted_job
 def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
-    tmp_path, kill_and_resume, uninterrupted
+    tmp_path, vertex_project, uninterrupted
 ):
     # XGBoost's collective cannot take a member leaving and rejoining: like Vertex's
-    # restart_job_on_worker_restart, the runner then restarts every replica.
-    job = kill_and_resume(tmp_path / "out", ARGS, replicas=2, restart_job=True)
+    # restart_job_on_worker_restart (RESTART_JOB=1), the runner then restarts every replica.
+    job = run_readme_line(vertex_project, KILL_DRILL, tmp_path / "out", ARGS, env=IMAGE_PACKAGES)
     print(f"xgboost REPLICAS=2 kill drill: {job.seconds:.1f} s")
     assert "kill drill: SIGKILL to workerpool0-0 after checkpoint-" in job.output
     assert job.attempts("workerpool1-0") == 2
@@ -97,10 +100,10 @@ def test_kill_drill_resumes_from_the_newest_complete_checkpoint(
 
 @shares_the_uninterrupted_job
 def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
-    tmp_path, kill_and_resume, uninterrupted
+    tmp_path, vertex_project, uninterrupted
 ):
     out = tmp_path / "out"
-    job = kill_and_resume(out, ARGS, replicas=2, restart_job=True, signal="TERM")
+    job = run_readme_line(vertex_project, SIGTERM_DRILL, out, ARGS, env=IMAGE_PACKAGES)
     print(f"xgboost REPLICAS=2 SIGTERM drill: {job.seconds:.1f} s")
     assert job.sigterm_to_exit()[0] == 143
     # Both replicas stopped after the same round; the chief saved it and both exited 143.
