@@ -39,7 +39,7 @@ def assert_succeeded(result: subprocess.CompletedProcess) -> None:
 
 
 # The PyTorch scratch model's default run must learn the synthetic task (issue 25 item 8), as
-# tests/project/test_readme_local_run.py holds its `make train-local REPLICAS=2` to.
+# tests/project/test_readme_local_run.py holds the README's 2-replica drills to.
 PYTORCH_MIN_ACCURACY = 0.9
 
 

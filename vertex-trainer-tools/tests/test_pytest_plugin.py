@@ -115,11 +115,12 @@ def test_run_readme_line_runs_the_readmes_drill_with_the_tests_args(tmp_path, mo
     args = ["--epochs=2", "--seed=3"]
     with pytest.raises(AssertionError):  # the first run failed (exit 1)
         pytest_plugin.run_readme_line(PROJECT, drill, tmp_path / "job", args)
-    job = pytest_plugin.run_readme_line(PROJECT, drill, tmp_path / "job", args)
+    config = tmp_path / "vertex.yaml"
+    job = pytest_plugin.run_readme_line(PROJECT, drill, tmp_path / "job", args, config=config)
     assert job.attempts() == 2
     runner, trainer = ran[-1]
     assert {"--replicas=2", "--kill-after=checkpoint", "--kill-signal=KILL"} <= set(runner)
-    assert f"--output-dir={tmp_path / 'job'}" in runner
+    assert f"--output-dir={tmp_path / 'job'}" in runner and f"--config={config}" in runner
     assert trainer[-2:] == args and "--train-data=synthetic" in trainer  # the Makefile's first
     with pytest.raises(AssertionError, match="is not a line of README.md"):
         pytest_plugin.run_readme_line(PROJECT, f"{drill} KILL_GRACE=5", tmp_path / "no", args)

@@ -64,12 +64,15 @@ def run_readme_line(
     trainer_args: list[str],
     timeout: float = 600,
     env: dict[str, str] | None = None,
+    config: Path | None = None,
 ) -> LocalJob:
     """A ``make train-local`` line of the project's README, run as written but for the test's
-    trainer flags (as ``ARGS``) and job folder (``OUTPUT_DIR``), through ``run_local_job``: the
-    test's checks then hold for the README's own command. A drill line (``KILL_AFTER``) must
-    fire and its job succeed (``assert_drill``); the caller checks any other job's exit."""
+    trainer flags (as ``ARGS``), job folder (``OUTPUT_DIR``) and, given ``config``, its copy of
+    vertex.yaml (``CONFIG``), through ``run_local_job``: the test's checks then hold for the
+    README's own command. A drill line (``KILL_AFTER``) must fire and its job succeed
+    (``assert_drill``); the caller checks any other job's exit."""
     variables = [*readme_line(project, command), f"ARGS={shlex.join(trainer_args)}"]
+    variables += [f"CONFIG={config}"] if config else []
     runner_args, trainer = make_train_local(project, output_dir, *variables)
     job = run_local_job(output_dir, runner_args, trainer, timeout, env, project=Path(project))
     drill = dict(a[2:].split("=", 1) for a in runner_args if a.startswith("--kill-"))

@@ -12,7 +12,7 @@ import tensorflow as tf
 from conftest import PROJECT, TINY, notice_steps, resumed_at
 from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.pytest_plugin import run_readme_line
-from vertex_trainer_tools.testing import is_vertex_variable, run_local_job, with_reduction_server
+from vertex_trainer_tools.testing import is_vertex_variable, with_reduction_server
 
 # One worker runs this module's tests (make test and test-all: --dist loadfile), so that the
 # uninterrupted job below is run once for the tests that read it.
@@ -25,6 +25,7 @@ EXAMPLES, EPOCHS = 501, 2
 STEPS = -(-EXAMPLES // 16)
 ARGS = [*TINY, f"--synthetic-examples={EXAMPLES}", "--batch-size=8", f"--epochs={EPOCHS}"]
 TASKS = ("chief-0", "worker-0")  # MultiWorkerMirroredStrategy: each task's part of a step
+REPLICAS_2 = "make train-local REPLICAS=2"
 KILL_DRILL = "make train-local REPLICAS=2 KILL_AFTER=checkpoint"
 SIGTERM_DRILL = "make train-local REPLICAS=2 KILL_AFTER=checkpoint KILL_SIGNAL=TERM"
 
@@ -48,18 +49,17 @@ SHARES_THE_UNINTERRUPTED_JOB = pytest.mark.xdist_group("keras-uninterrupted-2-re
 
 @pytest.fixture(scope="module")
 def uninterrupted_job(tmp_path_factory):
-    """The 2-replica job of ARGS, never stopped, in a vertex.yaml with a Reduction Server in
-    pool 2 (its 2 replicas idle), with timed saves (which leave the weights alone): what the
-    export and Reduction Server test checks and the SIGTERM drill's final weights must equal.
-    Run once for the two (each trainer start costs seconds)."""
+    """The README's REPLICAS=2 job of ARGS, never stopped, in a vertex.yaml with a Reduction
+    Server in pool 2 (its 2 replicas idle), with timed saves (which leave the weights alone):
+    what the export and Reduction Server test checks and the SIGTERM drill's final weights must
+    equal. Run once for the two (each trainer start costs seconds)."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     config = with_reduction_server(PROJECT / "vertex.yaml", folder / "vertex.yaml")
     with pytest.MonkeyPatch.context() as patch:
         for name in [name for name in os.environ if is_vertex_variable(name)]:
             patch.delenv(name)
-        runner_args = ["--replicas=2", f"--config={config}"]
         trainer_args = [*ARGS, "--checkpoint-minutes=0.00001"]  # a timed save at every agreement
-        return run_local_job(folder / "out", runner_args, trainer_args, 600, project=PROJECT)
+        return run_readme_line(PROJECT, REPLICAS_2, folder / "out", trainer_args, config=config)
 
 
 @SHARES_THE_UNINTERRUPTED_JOB

@@ -14,7 +14,8 @@ import pytest
 from conftest import PROJECT, base_args, reviews, write_csv
 from vertex_trainer_runtime import checkpoints
 from vertex_trainer_runtime.preemption import DRILL_STEP_SECONDS_ENV
-from vertex_trainer_tools.testing import CHIEF, make_train_local, run_local_job
+from vertex_trainer_tools.pytest_plugin import run_readme_line
+from vertex_trainer_tools.testing import CHIEF
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -23,6 +24,7 @@ STEPS_PER_EPOCH = 8  # 256 training rows / (2 processes x 16 per batch)
 RESTORED = r"Restored checkpoint \S+ \(global step (\d+)\)"
 DRILL_STEPS = 5  # a checkpoint after every step; the notice comes in step 2 or 3
 GRACE = 30.0  # Compute Engine stops a preempted VM about 30 s after its SIGTERM
+REPLICAS_2 = "make train-local REPLICAS=2"  # the README's; the template's tests leave it here
 
 
 def drill_args(tiny_bert: str, csv_data: dict, *extra: str) -> list[str]:
@@ -52,18 +54,16 @@ def one_number(pattern: str, lines: list[str]) -> int:
 def test_make_train_local_replicas_2_with_its_defaults_and_a_reduction_server(
     tmp_path, reduction_server_config
 ):
-    """`make train-local REPLICAS=2` with the Makefile's default flags (the scratch model), and
-    vertex.yaml's job.reduction_server: 2 idle reducers in CLUSTER_SPEC's workerpool2, no rank.
+    """The README's `make train-local REPLICAS=2` with the Makefile's default flags (the scratch
+    model), and vertex.yaml's job.reduction_server: 2 idle reducers in CLUSTER_SPEC's
+    workerpool2, no rank.
 
     Every node builds the scratch model before its workers start (inside them only global rank
     0 could write it), and the checkpoint holds the RNG state of both ranks. One epoch of the
-    default three: that the defaults learn is checked by running the README's commands.
+    default three: that the defaults learn is checked by running the README's drills.
     """
-    config = f"CONFIG={reduction_server_config}"
-    variables = ["REPLICAS=2", "ARGS=--epochs=1", config]
-    runner_args, trainer_args = make_train_local(PROJECT, tmp_path / "out", *variables)
-    assert "--replicas=2" in runner_args and "--model-name-or-path=scratch" in trainer_args
-    job = run_local_job(tmp_path / "out", runner_args, trainer_args)
+    config = reduction_server_config
+    job = run_readme_line(PROJECT, REPLICAS_2, tmp_path / "out", ["--epochs=1"], config=config)
     print(f"pytorch make train-local REPLICAS=2: {job.seconds:.1f} s")
     assert job.returncode == 0, job.tail()
     for name in (CHIEF, WORKER):
