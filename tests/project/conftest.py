@@ -3,7 +3,11 @@ command its README and docs show runs as written, and its sdist installs and run
 
 ``tests/test_generated.py`` runs them with the project's own Python, after ``make demo``:
 
-    PROJECT_UNDER_TEST=<project> <project>/.venv/bin/python -m pytest -c tests/project/pytest.ini
+    PROJECT_UNDER_TEST=<project> DEMO_OUTPUT=<file> <project>/.venv/bin/python -m pytest \
+        -c tests/project/pytest.ini
+
+``DEMO_OUTPUT`` holds what ``make demo`` printed: it ran the README's ``make train-local`` in
+this project, whose job the README checks here read instead of training again.
 
 The template's own run (``make test``) does not collect this folder (``norecursedirs``).
 """
@@ -15,6 +19,7 @@ import shutil
 from pathlib import Path
 
 PROJECT = Path(os.environ["PROJECT_UNDER_TEST"]).resolve()
+DEMO_OUTPUT = Path(os.environ["DEMO_OUTPUT"])
 # What a copy of the project leaves out: the user's outputs, builds, environments and caches.
 COPY_IGNORE = shutil.ignore_patterns(
     ".git", "outputs", "dist", "build", "*.egg-info", "__pycache__", ".*_cache", ".venv", "venv"

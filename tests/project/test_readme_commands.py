@@ -32,7 +32,7 @@ ELSEWHERE = [
     (r"^make install$", "the template's suite: a fresh venv runs `make install`"),
     (r"^make test(-all)?$", "the template's suite runs `make test` and `make test-all`"),
     (r"--model-name-or-path=[\w.-]+/", "tests/test_pytorch_readme_hub.py (an offline Hub cache)"),
-    (r"^make train-local$", "the template's suite: `make demo` runs it (tests/test_generated.py)"),
+    (r"^make train-local$", "`make demo` runs it; tests/project/test_readme_local_run.py checks"),
     (
         r"^make train-local\b(?!.*\bIMAGE=)",
         "tests/project/test_readme_local_run.py (or the project's tests that it names)",
