@@ -1,7 +1,7 @@
 """The commands of the project README's "Run it locally like Vertex" section, run exactly as
-written: all but the first, ``make train-local``, which ``make demo`` ran in this project (its job
-is checked here from the demo's output), and the ones the project's own tests run as written but
-for their ``ARGS`` (``run_readme_line``).
+written, with their defaults: all but the first, ``make train-local``, which ``make demo`` ran in
+this project (its job is checked here from the demo's output). The project's own drill tests run
+some of them again with their own ``ARGS`` (``run_readme_line``), for their checks of steps.
 
 Each command runs in a copy of the project (so nothing lands in your outputs/), with this
 test's Python first on PATH and as PYTHON, and must succeed: a fresh job folder per run, the
@@ -101,31 +101,9 @@ def test_the_demo_ran_make_train_local():
         assert_learned(f"{RUN_BY_THE_DEMO} (the demo)", folder)
 
 
-def run_by_the_projects_tests(command: str) -> list[str]:
-    """The project's test files that run ``command`` themselves, through the tools'
-    ``run_readme_line`` (which checks that the README has the line), with their own ARGS: the
-    drills' checks need a known number of steps, and the job would only run twice."""
-    return [
-        path.name
-        for path in sorted((PROJECT / "tests").glob("test_*.py"))
-        if "run_readme_line(" in (text := path.read_text(encoding="utf-8"))
-        and f'"{command}"' in text
-    ]
-
-
-RUN_HERE = [c for c in COMMANDS if c != RUN_BY_THE_DEMO and not run_by_the_projects_tests(c)]
-
-
-def test_the_projects_tests_run_the_drills_but_pytorchs():
-    """Keras and XGBoost: the README's drills run in the project's own drill tests (as does
-    every variant's plain ``make train-local REPLICAS=2``). PyTorch's drills run here, with the
-    Makefile's defaults: the default run must learn and be interrupted before its last step
-    (check_pytorch_run)."""
-    drills = [command for command in COMMANDS if "KILL_AFTER=" in command]
-    assert len(drills) == 2, COMMANDS
-    for command in drills:
-        assert bool(run_by_the_projects_tests(command)) == (FRAMEWORK != "pytorch"), command
-    assert run_by_the_projects_tests("make train-local REPLICAS=2")
+# Every other one runs here as written, with the Makefile's defaults, also those that the
+# project's drill tests run with their own ARGS: the user copies the line as it is.
+RUN_HERE = [c for c in COMMANDS if c != RUN_BY_THE_DEMO]
 
 
 @pytest.mark.parametrize("command", RUN_HERE)
@@ -165,8 +143,10 @@ def test_readme_command_runs_as_written(tmp_path, command):
         check_pytorch_run(command, result.stdout, folder)
 
 
-# The demo's run and the drills run the Makefile's defaults (ARGS, HPT_TRIAL and RESUME change
-# or skip the training): the scratch model must learn the synthetic task (issue 25 item 8).
+# The runs whose flags are the Makefile's defaults (ARGS, HPT_TRIAL and RESUME change or skip
+# the training): the scratch model must learn the synthetic task (issue 25 item 8). The demo's
+# `make train-local` is checked by test_the_demo_ran_make_train_local.
+PYTORCH_DEFAULT_RUNS = ("make train-local REPLICAS=2",)
 PYTORCH_MIN_ACCURACY = 0.9
 
 
@@ -181,11 +161,13 @@ def assert_learned(command: str, folder: Path) -> None:
 
 
 def check_pytorch_run(command: str, output: str, folder: Path) -> None:
-    """A drill interrupts the default run before its last step, the rerun resumes and finishes,
-    and the model learned."""
-    if "KILL_AFTER=" not in command:
+    """The default run learned, and a drill interrupts it before its last step, after which the
+    rerun resumes and finishes."""
+    drill = "KILL_AFTER=" in command
+    if command in PYTORCH_DEFAULT_RUNS or drill:
+        assert_learned(command, folder)
+    if not drill:
         return
-    assert_learned(command, folder)
     spans = [
         (int(start), int(end))
         for start, end in re.findall(r"Training from global step (\d+) to (\d+)", output)

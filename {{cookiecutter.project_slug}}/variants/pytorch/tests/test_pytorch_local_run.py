@@ -24,7 +24,7 @@ STEPS_PER_EPOCH = 8  # 256 training rows / (2 processes x 16 per batch)
 RESTORED = r"Restored checkpoint \S+ \(global step (\d+)\)"
 DRILL_STEPS = 5  # a checkpoint after every step; the notice comes in step 2 or 3
 GRACE = 30.0  # Compute Engine stops a preempted VM about 30 s after its SIGTERM
-REPLICAS_2 = "make train-local REPLICAS=2"  # the README's; the template's tests leave it here
+REPLICAS_2 = "make train-local REPLICAS=2"  # the README's line, with this test's ARGS and CONFIG
 
 
 def drill_args(tiny_bert: str, csv_data: dict, *extra: str) -> list[str]:

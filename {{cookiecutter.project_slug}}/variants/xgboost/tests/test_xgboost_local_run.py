@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 ROUNDS = 120
 ARGS = ["--train-data=synthetic:4000", "--eval-data=synthetic:1000", f"--num-boost-round={ROUNDS}"]
 ARGS += ["--checkpoint-rounds=10", "--report-rounds=10", *FAST]
-# The README's commands (the template's check of the README leaves them to these tests).
+# The README's commands, run here with ARGS (a known number of rounds for the checks).
 REPLICAS_2 = "make train-local REPLICAS=2"
 KILL_DRILL = "make train-local REPLICAS=2 KILL_AFTER=checkpoint RESTART_JOB=1"
 SIGTERM_DRILL = "make train-local REPLICAS=2 KILL_AFTER=checkpoint KILL_SIGNAL=TERM RESTART_JOB=1"
