@@ -43,6 +43,13 @@ GOOD = csv_text(table())
 LATIN1 = GOOD.replace("review number 7", "critique numéro 7").encode("latin-1")
 TWICE = csv_text({"a": table()["text"], **table()}, header=["text", "text", "label"])
 LABEL_TWICE = csv_text({**table(), "b": table()["label"]}, header=["text", "label", "label"])
+# Lines 2-6 rows, 7-8 one quoted text over two lines, 9 a text with an unquoted comma.
+GOOD_LINES = GOOD.splitlines(keepends=True)
+RAGGED_AFTER_MULTILINE = "".join(
+    GOOD_LINES[:6]
+    + ['"a review over two,\nquoted lines",1\n', "good, but long,0\n"]
+    + GOOD_LINES[6:]
+)
 BAD = [
     # (file name, file bytes, the one line it must print; PATH is the file)
     ("empty.csv", b"", "PATH: no examples"),
@@ -71,7 +78,16 @@ BAD = [
         "PATH: column 'text' appears twice in the header: name each column once",
     ),
     ("label_twice.csv", LABEL_TWICE.encode(), "PATH: column 'label' appears twice in the header"),
-    ("ragged.csv", (GOOD + "one,two,three,four\n").encode(), "PATH: cannot read the data ("),
+    (
+        "ragged.csv",
+        (GOOD + "one,two,three,four\n").encode(),
+        f"PATH: line {ROWS + 2}: 4 fields where the header has 2 (quote a text that holds a comma)",
+    ),
+    (
+        "ragged_after_multiline.csv",
+        RAGGED_AFTER_MULTILINE.encode(),
+        "PATH: line 9: 3 fields where the header has 2 (quote a text that holds a comma)",
+    ),
     ("notes.txt", b"just text\n", "PATH: use files of one format: .csv, .jsonl/.json"),
     (
         "broken.jsonl",

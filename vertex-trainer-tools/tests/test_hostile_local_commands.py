@@ -17,6 +17,7 @@ import types
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import PROJECT
 
@@ -55,6 +56,9 @@ def prepare(tmp: Path) -> None:
     (tmp / "latin1" / "local_run.json").write_bytes(b'{"job_id": "caf\xe9"}')
     (tmp / "record_dir" / "local_run.json").mkdir(parents=True)
     (tmp / "bad.yaml").write_text("job: [unclosed\n")
+    config = yaml.safe_load((PROJECT / "vertex.yaml").read_text())
+    config["job"]["env"] = {"CLUSTER_SPEC": "{}"}  # Vertex's to set: the emulator's too
+    (tmp / "vertex_env.yaml").write_text(yaml.safe_dump(config))
     requests = {
         "not_json.json": b"{instances: [1]}",
         "empty.json": b"",
@@ -89,6 +93,11 @@ LOCAL_RUN = [
         "replicas 10^9",
         ["--replicas=1000000000"],
         "--replicas: 1000000000 replicas: more than 1000 would exceed",
+    ),
+    (
+        "job.env sets CLUSTER_SPEC",
+        ["--config={tmp}/vertex_env.yaml"],
+        "job.env.CLUSTER_SPEC: is set by Vertex on every replica, from the worker pools",
     ),
     ("resume missing", ["--resume={tmp}/nope"], "--resume: {tmp}/nope is not a job folder"),
     ("resume a file", ["--resume={tmp}/file.txt"], "--resume: {tmp}/file.txt is not a job folder"),

@@ -25,7 +25,7 @@ from submit_helpers import (
     submit_in_process,
     write_config,
 )
-from vertex_trainer_tools import cli
+from vertex_trainer_tools import cli, prediction_images
 from vertex_trainer_tools import vertex_limits as limits
 
 LOCATED = re.compile(r"^ERROR: \S*vertex\.yaml:\d+: ")
@@ -338,6 +338,40 @@ BROKEN: list[tuple[str, dict, str]] = [
     ("env-name-dash", {"job.env": {"LOG-LEVEL": "x"}}, "'LOG-LEVEL' is not an environment"),
     ("env-not-mapping", {"job.env": ["A=1"]}, "job.env: expected a mapping"),
     ("model-env-list", {"model.env": {"HF_TASK": ["a"]}}, "model.env.HF_TASK: expected one"),
+    (
+        "serving-image-empty",
+        {"model.serving_image": ""},
+        "model.serving_image: missing: the prediction container of this trainer's export "
+        "(e.g. us-docker.pkg.dev/vertex-ai/prediction/xgboost-cpu.2-1:latest)",
+    ),
+    (
+        "serving-image-sklearn-for-xgboost",
+        {"model.serving_image": "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-5:latest"},
+        "model.serving_image: sklearn-cpu.1-5:latest serves a scikit-learn model (model.joblib "
+        "or model.pkl), not this trainer's export (model.bst)",
+    ),
+    (
+        "serving-image-huggingface-for-xgboost",
+        {"model.serving_image": prediction_images.HF_IMAGE},
+        "serves a save_pretrained folder (config.json), not this trainer's export (model.bst) "
+        "(e.g. us-docker.pkg.dev/vertex-ai/prediction/xgboost-cpu.2-1:latest)",
+    ),
+    *[
+        (f"env-vertex-{name}", {"job.env": {name: value}}, f"job.env.{name}: is set by Vertex{why}")
+        for name, value, why in (
+            ("AIP_MODEL_DIR", "x", " on every replica, from base_output_dir"),
+            ("AIP_CHECKPOINT_DIR", "/tmp/c", " on every replica, from base_output_dir"),
+            ("AIP_TENSORBOARD_LOG_DIR", "gs://b/l", " on every replica, from base_output_dir"),
+            ("CLUSTER_SPEC", "{}", " on every replica, from the worker pools"),
+            ("TF_CONFIG", "{}", " on every replica, from the worker pools"),
+            ("MASTER_ADDR", "10.0.0.2", " on every replica, from the worker pools"),
+            ("WORLD_SIZE", 4, " on every replica, from the worker pools"),
+            ("CLOUD_ML_PROJECT_ID", "p", " on every replica, from the project"),
+            ("CLOUD_ML_JOB_ID", "1", " on every replica, from the job it runs"),
+            ("CLOUD_ML_ANYTHING", "1", " on every replica, from the job it runs"),
+            ("AIP_TRAINING_DATA_URI", "gs://b/d", " on every replica, from the job it runs"),
+        )
+    ],
     (
         "env-experiment-run",
         {

@@ -29,6 +29,9 @@ with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
 if args[:2] == ["image", "inspect"] and os.environ.get("FAKE_IMAGE") != args[2]:
     sys.exit("Error: No such image: " + args[2])
+refused = os.environ.get("FAKE_REFUSE", "")
+if refused and args[: len(refused.split())] == refused.split():
+    sys.exit("Error response from daemon: " + refused + " refused by the test")
 if args[:1] == ["run"]:
     volumes = [args[i + 1] for i, arg in enumerate(args) if arg == "--volume"]
     for volume in volumes:
@@ -160,6 +163,30 @@ def test_a_missing_image_is_one_line_and_starts_nothing(fake_docker, tmp_path):
     )
     assert [call[:2] for call in calls()] == [["image", "inspect"]]
     assert not (tmp_path / "jobs").exists(), "no job folder for a job that never ran"
+
+
+@pytest.mark.parametrize(
+    ("refused", "line"),
+    [
+        ("network create", "ERROR: Docker: cannot create the job's network (docker network"),
+        ("run", "ERROR: Docker: cannot start the container of workerpool0-0 (docker run)"),
+    ],
+)
+def test_a_docker_refusal_is_one_line_that_says_what_docker_refused(
+    fake_docker, tmp_path, refused, line
+):
+    run, calls = fake_docker
+    run.env["FAKE_REFUSE"] = refused
+    result = run(f"--image={IMAGE}")
+    assert result.returncode == 1, result.stderr
+    errors = [text for text in result.stderr.splitlines() if text.startswith("ERROR:")]
+    (error,) = errors
+    assert error.startswith(line), error
+    assert error.endswith(f": Error response from daemon: {refused} refused by the test"), error
+    assert "Traceback" not in result.stderr and "a bug of" not in result.stderr
+    record = tmp_path / "jobs" / "latest" / "local_run.json"
+    assert json.loads(record.read_text())["state"] == "FAILED", "not left RUNNING"
+    assert ["network", "rm"] in [call[:2] for call in calls()] or refused == "network create"
 
 
 def test_a_runner_killed_outright_leaves_no_container_running(fake_docker, tmp_path):

@@ -98,6 +98,38 @@ def test_dry_run_is_an_upload_model_request_whose_image_serves_the_export(
     assert f"would go to {model.artifact_uri}" in run.stderr
 
 
+@pytest.mark.parametrize("framework", list(EXPORTS))
+def test_make_check_refuses_a_serving_image_that_cannot_serve_the_export(
+    variants, framework, tmp_path
+):
+    """Found by ``make check``, not when a finished job uploads: no image, or another
+    framework's; the "e.g." names this variant's own image (its default)."""
+    project = variants[framework]
+    export, _ = EXPORTS[framework]
+    data = yaml.safe_load((project / "vertex.yaml").read_text())
+    own = data["model"]["serving_image"]
+    images = [
+        yaml.safe_load((other / "vertex.yaml").read_text())["model"]["serving_image"]
+        for name, other in variants.items()
+        if name != framework
+    ]
+    try:
+        for image in ["", *images]:
+            data["model"]["serving_image"] = image
+            write_config(project, data)
+            run = make(project, offline_env(tmp_path), "check")
+            (line,) = errors(run)
+            assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+            assert "vertex.yaml:" in line and ": model.serving_image: " in line, line
+            assert line.endswith(f"(e.g. {own})"), line
+            if image:
+                assert f"not this trainer's export ({export})" in line, line
+    finally:
+        data["model"]["serving_image"] = own
+        write_config(project, data)
+    assert make(project, offline_env(tmp_path), "check").returncode == 0
+
+
 @pytest.mark.parametrize(
     ("value", "expected"),
     [(0.8125, "0_8125"), (-1.5, "-1_5"), (1e-07, "1e-07"), (0.123456789, "0_123457")],

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from vertex_trainer_tools import guard
 from vertex_trainer_tools.contract import FUSE_ROOT
+from vertex_trainer_tools.errors import FAILED, ToolError
 
 LABEL = "vertex-trainer.run"
 
@@ -39,8 +40,12 @@ HYPERTUNE_DIR = "/tmp/hypertune"  # cloudml-hypertune writes output.metrics here
 NAME_PREFIX = "vt"
 
 
-class ContainerError(Exception):
-    pass
+class ContainerError(ToolError):
+    """Docker refused or failed a command of the job: one line, whose move it is not ours."""
+
+    def __init__(self, line: str):
+        super().__init__(f"Docker: {line}", exit_code=FAILED)
+        self.line = line
 
 
 @dataclass
@@ -100,7 +105,7 @@ def network_command(run_id: str) -> list[str]:
 
 def create_network(run_id: str) -> str:
     """A user-defined bridge network: its DNS resolves each replica's host name."""
-    _run(network_command(run_id), "docker network create")
+    _run(network_command(run_id), "cannot create the job's network (docker network create)")
     return network_name(run_id)
 
 
@@ -137,7 +142,8 @@ def start(replica: Replica, run_id: str, network: str) -> str:
     for folder in [*replica.gcs.values(), replica.hypertune_dir]:
         if folder:
             os.makedirs(folder, exist_ok=True)
-    _run(run_command(replica, run_id, network), f"docker run of {replica.hostname}")
+    what = f"cannot start the container of {replica.hostname} (docker run)"
+    _run(run_command(replica, run_id, network), what)
     return container_name(run_id, replica.hostname)
 
 
@@ -205,7 +211,7 @@ def cleanup(run_id: str) -> list[str]:
             if ids:
                 _run([docker_bin(), *removal, *ids], f"docker {' '.join(removal[:2])}")
         except ContainerError as error:
-            problems.append(str(error))
+            problems.append(error.line)
     return problems
 
 

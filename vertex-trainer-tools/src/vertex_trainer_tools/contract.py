@@ -55,9 +55,51 @@ __all__ = [
     "join",
     "marked_complete",
     "replica_environment",
+    "set_by_vertex",
     "run_output_dir",
     "to_fuse_path",
 ]
+
+# Where Vertex (or torchrun, on Vertex's PyTorch images) takes each variable of its contract from,
+# and where a user changes it: a value in job.env would be overwritten on Vertex, or would lie to
+# the trainer locally.
+_OUTPUT = "base_output_dir (<base_output_dir>/<job>/{}/): change base_output_dir"
+_SOURCES = {
+    "AIP_MODEL_DIR": _OUTPUT.format("model"),
+    "AIP_CHECKPOINT_DIR": _OUTPUT.format("checkpoints"),
+    "AIP_TENSORBOARD_LOG_DIR": _OUTPUT.format("logs"),
+    "CLOUD_ML_PROJECT_ID": "the project that runs the job: change project",
+    **dict.fromkeys(
+        (
+            "CLUSTER_SPEC",
+            "TF_CONFIG",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "WORLD_SIZE",
+            "RANK",
+            "LOCAL_RANK",
+            "LOCAL_WORLD_SIZE",
+            "NODE_RANK",
+            "GROUP_RANK",
+        ),
+        "the worker pools: change job.worker_pools (or job.reduction_server)",
+    ),
+}
+# AIP_ variables a user may still set: the Experiment run of a job without job.experiment.
+_USER_AIP = (EXPERIMENT_ENV, EXPERIMENT_RUN_ENV)
+
+
+def set_by_vertex(name: str) -> str:
+    """Where Vertex takes the variable ``name`` from on every replica, and what to change
+    instead ('' when Vertex leaves it to the user): ``job.env`` must not set it."""
+    if name in _SOURCES:
+        return _SOURCES[name]
+    if name in CONTRACT_VARIABLES or name.startswith("CLOUD_ML_"):
+        return "the job it runs"
+    if name.startswith("AIP_") and name not in _USER_AIP:
+        return "the job it runs"
+    return ""
+
 
 # The trainer's checkpoint protocol (vertex_trainer_runtime.checkpoints) as a watcher outside it
 # sees it: a checkpoint is a ``checkpoint-<step>`` folder, complete once its marker exists.

@@ -240,6 +240,13 @@ class JobConfig(Model):
                 f"{len(self.all_pools)} pools{rs}: Vertex runs {limits.MAX_WORKER_POOLS} at most "
                 "(chief, workers, parameter servers, evaluators)",
             )
+        for name in self.env:
+            source = contract.set_by_vertex(name)
+            if source:
+                yield (
+                    f"env.{name}",
+                    f"is set by Vertex on every replica, from {source}; drop it here",
+                )
         for name in (contract.EXPERIMENT_ENV, contract.EXPERIMENT_RUN_ENV):
             if self.experiment and name in self.env:
                 yield (

@@ -35,21 +35,14 @@ from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools.cloud import Clients, upload
 from vertex_trainer_tools.errors import FAILED, ToolError
 from vertex_trainer_tools.local_run import folders
+from vertex_trainer_tools.prediction_images import ARTIFACTS, serving_image_problem
+from vertex_trainer_tools.preflight import export_file
 from vertex_trainer_tools.vertex_limits import label_key, label_text
 
 JOBS_ROOT = "outputs/local"
 JOB_NAME_RE = re.compile(r"^projects/[^/]+/locations/([^/]+)/customJobs/\d+$")
 CHIEF_METRICS = Path("hypertune", "workerpool0-0", "output.metrics")
 METADATA_FILE = "model_metadata.json"  # XGBoost's export: {"metric": {"value": ...}}
-# (what the image's name contains, the file the export must hold, what that file is)
-ARTIFACTS = (
-    ("huggingface-pytorch-inference", ("config.json",), "a save_pretrained folder"),
-    ("/prediction/tf", ("saved_model.pb",), "a TensorFlow SavedModel"),
-    ("/prediction/tf_opt", ("saved_model.pb",), "a TensorFlow SavedModel"),
-    ("/prediction/xgboost", ("model.bst", "model.joblib", "model.pkl"), "an XGBoost model"),
-    ("/prediction/sklearn", ("model.joblib", "model.pkl"), "a scikit-learn model"),
-    ("/prediction/pytorch", ("model.mar",), "a TorchServe archive"),
-)
 
 
 @dataclass
@@ -150,7 +143,7 @@ def artifact_problem(image: str, model_dir: str | Path, files: set[str] | None =
                 f"{model_dir}: no such folder (the job's model/, e.g. outputs/local/latest/model)"
             )
         files = {path.name for path in Path(model_dir).iterdir() if path.is_file()}
-    for marker, served, what in ARTIFACTS:
+    for marker, served, what, _ in ARTIFACTS:
         if marker in image:
             if files & set(served):
                 return ""
@@ -230,10 +223,8 @@ def copy_to_bucket(client, local_dir: Path, uri: str) -> int:
 def upload_model(cfg: config_lib.Config, job: str = "", *, dry_run: bool = False, **options):
     """Find the job's model, check it against the serving image, upload it; 0 when done."""
     if not cfg.model.serving_image:
-        raise ToolError(
-            f"{cfg.path}: model.serving_image: missing: the prebuilt prediction container of "
-            "this export (e.g. us-docker.pkg.dev/vertex-ai/prediction/xgboost-cpu.2-1:latest)"
-        )
+        why = serving_image_problem("", export_file())
+        raise ToolError(f"{cfg.path}: model.serving_image: {why}")
     placeholders = cfg.placeholders()
     if placeholders and not dry_run:
         raise ToolError(*placeholders)

@@ -31,6 +31,7 @@ from vertex_trainer_runtime import cli as runtime_cli
 
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
+from vertex_trainer_tools.prediction_images import serving_image_problem
 from vertex_trainer_tools.project import TRAINER_MODULE, project_root
 from vertex_trainer_tools.trainer_args import Trainer, argument_problems, parameter_problem
 
@@ -310,6 +311,19 @@ def vertex_problems(cfg) -> list[tuple[str, str]]:
     return problems
 
 
+def export_file(root: Path | None = None) -> str | None:
+    """The file the project's trainer exports (``EXPORT_FILE`` of its ``trainer/flags.py``);
+    None for a trainer that does not say."""
+    return getattr(trainer_modules(root).get("flags"), "EXPORT_FILE", None)
+
+
+def serving_problems(cfg) -> list[tuple[str, str]]:
+    """``model.serving_image`` must serve what the trainer exports: found now, not when a job
+    that ran for hours uploads its model."""
+    why = serving_image_problem(cfg.model.serving_image, export_file())
+    return [("model.serving_image", why)] if why else []
+
+
 def module_problems(cfg, root: Path | None = None) -> list[tuple[str, str]]:
     """``python_package.python_module`` must be a module of this project's package."""
     root = root or project_root()
@@ -348,7 +362,7 @@ def problems(
     reader = schema.Reader(root, cfg.path)
     for key, why in vertex_problems(cfg) + reduction_server_problems(cfg.job):
         reader.problem(key, why)
-    for key, why in module_problems(cfg):
+    for key, why in module_problems(cfg) + serving_problems(cfg):
         reader.problem(key, why)
     reader.problems += argument_lines(cfg, job_args, extra_args, root)
     if hpt and cfg.hpt is not None:

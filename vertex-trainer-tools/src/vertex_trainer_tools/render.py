@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import datetime
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools import contract
+from vertex_trainer_tools.errors import ToolError
 
 NAME_LIMIT = 128  # Vertex display names: at most 128 UTF-8 characters
 GCLOUD_DIR = "build/gcloud"
@@ -215,6 +217,71 @@ def build_hpt_job(cfg: config_lib.Config, display_name: str, custom_job):
     )
 
 
+# Vertex's boot disk when a pool names none: what a --worker-pool-spec flag (which has no disk
+# keys) gets.
+DEFAULT_DISK = {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}
+
+
+def gcloud_pool_flags(cfg, pools: list[dict[str, Any]]) -> list[str]:
+    """The pools of a job that skips one, as gcloud's ``--worker-pool-spec`` flags.
+
+    gcloud's ``--config`` wants a container or a package in every pool and refuses ``{}``,
+    while an empty ``--worker-pool-spec=`` skips a pool (gcloud sends ``{}``, as the SDK does).
+    The flags have no keys for environment variables, boot disks or reservations, and
+    ``--args`` goes to every pool: a job that needs those is refused in one line.
+    """
+    flags, args, uris = [], None, []
+    for index, pool in enumerate(pools):
+        if not pool:
+            flags.append("--worker-pool-spec=")
+            continue
+        software = pool.get("containerSpec") or pool.get("pythonPackageSpec") or {}
+        disk = {**DEFAULT_DISK, **pool.get("diskSpec", {})}
+        lacking = [
+            what
+            for what, present in (
+                ("environment variables (job.env, job.experiment)", software.get("env")),
+                ("boot disk settings", disk != DEFAULT_DISK),
+                ("a reservation (job.reservation)", pool["machineSpec"].get("reservationAffinity")),
+                ("trainer args for one pool only", args not in (None, software.get("args", []))),
+            )
+            if present
+        ]
+        if lacking:
+            raise ToolError(
+                f"{cfg.path}: job.worker_pools: gcloud cannot write a skipped pool in --config, "
+                f"and its --worker-pool-spec flags cannot carry {lacking[0]} (pool {index}): "
+                "use make submit, which sends the skipped pool as Vertex takes it"
+            )
+        args = software.get("args", [])
+        uris = software.get("packageUris", uris)
+        machine = pool["machineSpec"]
+        keys = {"machine-type": machine["machineType"], "replica-count": pool["replicaCount"]}
+        if machine.get("acceleratorCount"):
+            keys["accelerator-type"] = machine["acceleratorType"]
+            keys["accelerator-count"] = machine["acceleratorCount"]
+        if "containerSpec" in pool:
+            keys["container-image-uri"] = software["imageUri"]
+        else:
+            keys["executor-image-uri"] = software["executorImageUri"]
+            keys["python-module"] = software["pythonModule"]
+        flags.append("--worker-pool-spec=" + ",".join(f"{k}={v}" for k, v in keys.items()))
+    if uris:
+        flags.append(f"--python-package-uris={','.join(uris)}")
+    if args:
+        flags.append(f"--args={gcloud_list(args)}")
+    return [shlex.quote(flag) for flag in flags]
+
+
+def gcloud_list(values: list[str]) -> str:
+    """A gcloud list value: comma-separated, or with another delimiter (``^;^a,b;c``, gcloud
+    topic escaping) when a value holds a comma."""
+    if not any("," in value for value in values):
+        return ",".join(values)
+    delimiter = next(c for c in ";|#~@%:" if not any(c in value for value in values))
+    return f"^{delimiter}^" + delimiter.join(values)
+
+
 def write_gcloud_config(cfg, request: dict[str, Any], hpt: bool, display_name: str) -> list[str]:
     """Write the YAML ``gcloud ai ... create --config`` reads; return the command to run it."""
     import yaml
@@ -234,7 +301,7 @@ def write_gcloud_config(cfg, request: dict[str, Any], hpt: bool, display_name: s
             f"--config={path}",
         ]
     else:
-        body = request["jobSpec"]
+        body = dict(request["jobSpec"])
         path = out / "custom-job.yaml"
         command = [
             "gcloud ai custom-jobs create",
@@ -243,11 +310,15 @@ def write_gcloud_config(cfg, request: dict[str, Any], hpt: bool, display_name: s
             f"--display-name={display_name}",
             f"--config={path}",
         ]
+        if {} in body["workerPoolSpecs"]:  # the pools go on the command line
+            command[-1:-1] = gcloud_pool_flags(cfg, body.pop("workerPoolSpecs"))
     if cfg.job.labels:  # a CustomJob's labels are not part of the spec in --config
         labels = ",".join(f"{key}={value}" for key, value in cfg.job.labels.items())
         command.insert(-1, f"--labels={labels}")
     header = (
         f"# Generated from {cfg.path} by `make gcloud-config`; edit {cfg.path}, not this file.\n"
     )
+    if not hpt and "workerPoolSpecs" not in body:
+        header += "# The worker pools are --worker-pool-spec flags: --config cannot skip a pool.\n"
     path.write_text(header + yaml.safe_dump(body, sort_keys=False))
     return command

@@ -1,9 +1,10 @@
 """Data files as ``datasets`` tables: CSV, JSON Lines or Parquet (a file, a folder or a glob;
 local, ``/gcs/`` or ``gs://``), checked first.
 
-Non-UTF-8 text, binary files, header-only files and repeated column names are refused with one
-line naming the file and line. The trainer's ``data.py`` reads ``--train-data``/``--eval-data``
-here, its ``predict.py`` the ``--input-file`` tables.
+Non-UTF-8 text, binary files, header-only files, repeated column names and CSV rows with more
+fields than the header are refused with one line naming the file and line. The trainer's
+``data.py`` reads ``--train-data``/``--eval-data`` here, its ``predict.py`` the ``--input-file``
+tables.
 """
 
 from __future__ import annotations
@@ -108,6 +109,26 @@ def check_columns_are_unique(path: str, kind: str) -> None:
         )
 
 
+def check_rows_fit_the_header(path: str) -> None:
+    """InputError naming the line of the first row with more fields than the header (an
+    unquoted comma in a text): datasets' error has no line, and pandas' own count skips the
+    quoted newlines. A shorter row is read with empty cells, so it passes here."""
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader, [])
+            row_start = reader.line_num + 1
+            for row in reader:
+                if len(row) > len(header):
+                    raise cli.InputError(
+                        f"{runtime.to_gcs_uri(path)}: line {row_start}: {len(row)} fields where"
+                        f" the header has {len(header)} (quote a text that holds a comma)"
+                    )
+                row_start = reader.line_num + 1
+        except csv.Error:
+            return  # a field past csv's size limit: datasets' own error says what it can
+
+
 @contextlib.contextmanager
 def _quiet_datasets():
     """``datasets`` logs an ERROR of its own before raising; the trainer's one line says it."""
@@ -148,6 +169,9 @@ def load_files(spec: str, text_column: str | None = None) -> datasets.Dataset:
         with _quiet_datasets():
             dataset = datasets.load_dataset(kind, data_files=files, split="train", **options)
     except Exception as error:  # noqa: BLE001 - any parse error is the user's data, say so
+        if kind == "csv":
+            for path in files:
+                check_rows_fit_the_header(path)
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         raise cli.InputError(f"{spec}: cannot read the data ({first_line})") from None
     feature = dataset.features.get(text_column) if text_column else None

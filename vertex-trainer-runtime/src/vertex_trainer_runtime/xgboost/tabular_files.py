@@ -9,11 +9,12 @@ CSV byte that holds it.
 
 from __future__ import annotations
 
+import csv
 import glob
 import gzip
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -181,6 +182,44 @@ def list_files(spec: str) -> list[str]:
     if not files:
         raise InputError(f"{spec!r}: no data files given")
     return files
+
+
+def first_cell(
+    spec: str, column: str, predicate: Callable[[str], bool]
+) -> tuple[str, int, str] | None:
+    """(file, line, text) of the first cell of ``column`` in the CSV files of ``spec`` whose text
+    ``predicate`` accepts, or None (no such cell, Parquet files, not files). For an error
+    message: pandas has turned a text such as ``1e999`` into ``inf``, which the user never wrote.
+    Lines are the file's lines (the header is line 1)."""
+    try:
+        files = list_files(spec)
+    except InputError:
+        return None
+    for path in files:
+        if path.lower().endswith(PARQUET_SUFFIXES):
+            continue
+        try:
+            found = _first_cell_of_file(path, column, predicate)
+        except (csv.Error, OSError):  # a field past csv's size limit, a broken .gz file
+            continue
+        if found is not None:
+            return (runtime.to_gcs_uri(path), *found)
+    return None
+
+
+def _first_cell_of_file(path: str, column: str, predicate) -> tuple[int, str] | None:
+    opened = gzip.open if path.lower().endswith(".gz") else open
+    with opened(path, "rt", encoding="utf-8-sig", errors="replace", newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, [])
+        if column not in header:
+            return None
+        index, row_start = header.index(column), reader.line_num + 1
+        for row in reader:
+            if index < len(row) and predicate(row[index]):
+                return row_start, row[index]
+            row_start = reader.line_num + 1
+    return None
 
 
 def _is_data_file(name: str) -> bool:

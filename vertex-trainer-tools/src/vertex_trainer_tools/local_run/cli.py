@@ -200,6 +200,9 @@ def command(args: argparse.Namespace) -> int:
         )
     try:
         status = run(job, config, args, launcher)
+    except ToolError:  # Docker refused a container or the network: the job did not run
+        record.write(job.output_dir, record.with_state(started, record.FAILED))
+        raise
     finally:
         launcher.close()
     # A drill that never fired is the drill's failure; the job itself succeeded.

@@ -175,7 +175,8 @@ class Supervisor:
 
     def _stop(self, replicas: list[Replica], reason: str, wait_first: float = 0.0) -> None:
         """Stop ``replicas``: optionally wait, then SIGTERM, then SIGKILL after the grace period."""
-        running = [replica for replica in replicas if self._reap(replica) is None]
+        started = [replica for replica in replicas if replica.handle is not None]
+        running = [replica for replica in started if self._reap(replica) is None]
         if not running:
             return
         deadline = time.monotonic() + wait_first

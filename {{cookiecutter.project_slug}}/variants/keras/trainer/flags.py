@@ -25,6 +25,9 @@ DESCRIPTION = "Train a Keras image classifier on Vertex AI or locally."
 # Why job.reduction_server is of no use to this trainer (`make check` refuses it); None: it is.
 # MultiWorkerMirroredStrategy all-reduces with NCCL when a Reduction Server is there.
 NO_REDUCTION_SERVER = None
+# The file the export holds (the SavedModel's graph): `make check` refuses a model.serving_image
+# that cannot serve it.
+EXPORT_FILE = "saved_model.pb"
 
 
 def _validation_split(value: str) -> float:

@@ -60,6 +60,16 @@ BAD = {
         [],
         "PATH: 1 rows have no 'label' value (the first is data row 10)",
     ),
+    "inf_label.csv": (
+        with_label(6, "inf"),
+        [],
+        "PATH: data row 7: label inf in 'label' is not a finite number",
+    ),
+    "beyond_float_label.csv": (
+        with_label(11, "-1e999"),
+        [],
+        "PATH: data row 12: label -inf in 'label' is not a finite number",
+    ),
     "one_class.csv": (
         table(labels=[1] * ROWS),
         [],

@@ -19,6 +19,9 @@ DESCRIPTION = (
 # Why job.reduction_server is of no use to this trainer (`make check` refuses it); None: it is.
 # DDP all-reduces gradients with NCCL on GPUs; the reducers are not ranks (distributed.py).
 NO_REDUCTION_SERVER = None
+# The file the export holds (save_pretrained's folder): `make check` refuses a model.serving_image
+# that cannot serve it.
+EXPORT_FILE = "config.json"
 
 
 def _warmup_ratio(value: str) -> float:

@@ -1,7 +1,8 @@
 """YOU MAY MODIFY (the label rules): which classes the training data has, and each label's id.
 
-``class_names`` refuses rows without a label and labels that look like typos; ``label_mapper``
-maps a stored label (class index, int or str) to the id the model is trained with.
+``class_names`` refuses rows without a label, infinite labels and labels that look like typos;
+``label_mapper`` maps a stored label (class index, int or str) to the id the model is trained
+with.
 """
 
 from __future__ import annotations
@@ -46,11 +47,17 @@ def class_names(
             f"{spec}: data row {nested + 1}: label {labels[nested]!r} in {column!r} is not a"
             " number or text"
         )
-    missing = [row for row, v in enumerate(labels) if v is None or _not_finite(v)]
+    missing = [row for row, v in enumerate(labels) if v is None or _is_nan(v)]
     if missing:
         raise cli.InputError(
             f"{spec}: {len(missing)} rows have no {column!r} value (the first is data row"
             f" {missing[0] + 1})"
+        )
+    infinite = next((row for row, v in enumerate(labels) if _is_infinite(v)), None)
+    if infinite is not None:
+        raise cli.InputError(
+            f"{spec}: data row {infinite + 1}: label {labels[infinite]} in {column!r} is not a"
+            " finite number"
         )
     counts: dict = {}
     for value in labels:
@@ -82,8 +89,14 @@ def class_names(
     return names
 
 
-def _not_finite(value) -> bool:
-    return isinstance(value, float) and not math.isfinite(value)
+def _is_nan(value) -> bool:
+    """NaN is how pandas reads an empty cell of a numeric column: no value."""
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _is_infinite(value) -> bool:
+    """A cell ``inf`` or ``1e999``: a value, but no class."""
+    return isinstance(value, float) and math.isinf(value)
 
 
 def label_mapper(label_names: list[str], feature):

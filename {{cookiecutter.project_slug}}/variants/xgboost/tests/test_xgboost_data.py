@@ -69,6 +69,9 @@ def bad_eval(name: str, content: bytes, why: str, kind: str = "binary"):
 # The hostile data set: the trainer's main in this process (no start-up per case; a trainer
 # process takes the same path in test_eval_data_errors_name_the_eval_source). {train}/{eval}:
 # the files' paths.
+BEYOND = "is beyond the float range (XGBoost reads float32, at most ±3.4e38)"
+FEATURE, LABEL, REG = "feature column 'a':", "label column 'y':", "regression"
+AT_7, AT_10 = "; the first is line 7 of {train}", "; the first is line 10 of {eval}"
 BAD = [
     bad_train("empty", b"", "the file is empty"),
     bad_train("header only", b"a,city,y\n", "no rows"),
@@ -87,6 +90,9 @@ BAD = [
         with_value("a", 0, np.inf),
         "feature column 'a' has the infinite value inf",
     ),
+    bad_train("a past f32", with_value("a", 3, "1e39"), f"{FEATURE} 1e+39 {BEYOND}"),
+    bad_train("a past f64", with_value("a", 5, "1e999"), FEATURE + " '1e999' " + BEYOND + AT_7),
+    bad_train("a of 400 digits", with_value("a", 2, "9" * 400), f"{FEATURE} '{'9' * 20}...'"),
     bad_train(
         "free text",
         csv(FREE_TEXT),
@@ -118,6 +124,9 @@ BAD = [
         "label column 'y' has the infinite value inf",
         "regression",
     ),
+    bad_eval("y past f32", with_value("y", 4, "-1e39"), f"{LABEL} -1e+39 {BEYOND}", "regression"),
+    bad_eval("y past f64", with_value("y", 8, "1e999"), LABEL + " '1e999' " + BEYOND + AT_10, REG),
+    bad_eval("y of 400 digits", with_value("y", 8, "1" * 400), f"{LABEL} '{'1' * 20}...'", REG),
     bad_eval(
         "unknown eval label",
         with_value("y", 3, 7),

@@ -33,6 +33,9 @@ NO_REDUCTION_SERVER = (
     "of its wheel), not the TensorFlow/PyTorch NCCL all-reduce Google's plugin serves, and this "
     "image has no plugin: the reducers would be paid for and idle; remove it"
 )
+# The file the export holds (the booster): `make check` refuses a model.serving_image
+# that cannot serve it.
+EXPORT_FILE = "model.bst"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,11 +15,11 @@ from vertex_trainer_runtime.cli import InputError
 from vertex_trainer_runtime.xgboost import throughput
 from xgboost.callback import TrainingCallback
 
-from trainer.flags import Model
+from trainer.flags import EXPORT_FILE, Model
 
 logger = logging.getLogger(__name__)
 
-MODEL_FILE = "model.bst"  # the exact name Vertex's prebuilt XGBoost prediction container loads
+MODEL_FILE = EXPORT_FILE  # model.bst: the name the prebuilt XGBoost prediction image loads
 METADATA_FILE = "model_metadata.json"
 
 

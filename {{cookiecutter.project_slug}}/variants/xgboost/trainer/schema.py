@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from vertex_trainer_runtime.cli import InputError
+from vertex_trainer_runtime.xgboost import float_range
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def summarize(frame: pd.DataFrame, label_column: str, kind: str, source: str) ->
     if kind == "regression":
         summary["labels"] = None
         if not pd.api.types.is_numeric_dtype(labels) or pd.api.types.is_bool_dtype(labels):
-            converted = pd.to_numeric(labels, errors="coerce")
+            converted = float_range.to_numbers(labels)
             bad = labels[converted.isna()]
             if len(bad):
                 raise InputError(
@@ -184,15 +185,17 @@ def encode(frame: pd.DataFrame, schema: Schema, source: str) -> tuple[np.ndarray
     if frame.empty:
         raise InputError(f"{source}: no rows")
     matrix = np.empty((len(frame), len(schema.feature_names)), dtype=np.float32)
-    for index, column in enumerate(schema.feature_names):
-        matrix[:, index] = _encode_column(frame[column], column, schema, source)
+    with np.errstate(over="ignore"):  # beyond float32 is inf, refused below: no warning
+        for index, column in enumerate(schema.feature_names):
+            matrix[:, index] = _encode_column(frame[column], column, schema, source)
     infinite = np.isinf(matrix)  # inf in the data, or beyond float32's range
     if infinite.any():
         row, index = np.argwhere(infinite)[0]
         column = schema.feature_names[index]
-        raise InputError(
-            f"{source}: feature column {column!r} has the infinite value "
-            f"{_plain(frame[column].iloc[row])!r}: use finite numbers (an empty cell is missing)"
+        value, what = _plain(frame[column].iloc[row]), f"feature column {column!r}"
+        raise float_range.beyond_float32(value, column, what, source) or InputError(
+            f"{source}: {what} has the infinite value {value!r}: use finite numbers (an empty"
+            " cell is missing)"
         )
     return matrix, _encode_labels(frame[schema.label_column], schema, source)
 
@@ -211,7 +214,7 @@ def _encode_column(series: pd.Series, column: str, schema: Schema, source: str) 
         return np.where(stamps.isna(), np.nan, stamps.astype("int64") / 1e9).astype(np.float32)
     if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
         return series.astype(np.float32).to_numpy()
-    numbers = pd.to_numeric(series, errors="coerce")
+    numbers = float_range.to_numbers(series)
     bad = series[numbers.isna() & series.notna()]
     if len(bad):
         raise InputError(
@@ -241,14 +244,17 @@ def _encode_labels(labels: pd.Series, schema: Schema, source: str) -> np.ndarray
             f"{source}: label column {column!r} has {int(labels.isna().sum())} empty values"
         )
     if schema.classes is None:
-        numbers = pd.to_numeric(labels, errors="coerce")
+        numbers = float_range.to_numbers(labels)
         if numbers.isna().any():
             bad = labels[numbers.isna()].iloc[0]
             raise InputError(f"{source}: label column {column!r} has non-numeric value {bad!r}")
-        values = numbers.to_numpy(dtype=np.float32)
+        with np.errstate(over="ignore"):  # beyond float32 is inf, refused below
+            values = numbers.to_numpy(dtype=np.float32)
         if np.isinf(values).any():
-            bad = _plain(labels[np.isinf(values)].iloc[0])
-            raise InputError(f"{source}: label column {column!r} has the infinite value {bad!r}")
+            bad, what = _plain(labels[np.isinf(values)].iloc[0]), f"label column {column!r}"
+            raise float_range.beyond_float32(bad, column, what, source) or InputError(
+                f"{source}: {what} has the infinite value {bad!r}"
+            )
         return values
     index = {_key(value): code for code, value in enumerate(schema.classes)}
     codes = np.empty(len(labels), dtype=np.float32)

@@ -16,7 +16,7 @@ import pandas as pd
 import xgboost as xgb
 from vertex_trainer_runtime import cli, hptune, preemption, tracking
 from vertex_trainer_runtime.context import RunContext
-from vertex_trainer_runtime.xgboost import distributed, preemption_hook, throughput
+from vertex_trainer_runtime.xgboost import distributed, float_range, preemption_hook, throughput
 
 from trainer import data, model, objectives, resume
 from trainer import schema as schemas
@@ -143,7 +143,7 @@ def prepare(flags: Flags, rows: Rows, objective, metric_names, device, group) ->
         # The schema above saw the held-out rows too: their classes and categories count.
         train_frame, eval_frame = data.split_held_out(train_frame, rows.held_out)
         eval_frame = evaluation_rows(eval_frame, group)
-        eval_source = f"{source} (held-out rows)"
+        eval_source = source + float_range.HELD_OUT_SUFFIX
     x_train, y_train = schemas.encode(train_frame, schema, source)
     x_eval, y_eval = schemas.encode(eval_frame, schema, eval_source)
     check_metric_defined(metric_names[-1], y_eval, eval_source, schema.classes)
