@@ -2,8 +2,10 @@
 
 Same CSV or Parquet file and the same booster parameters as the generated trainer; no
 checkpoints, no metric reporting. With ``--eval-data``, the eval set's AUC every
-``--eval-rounds`` rounds, as the trainer's default computes it for its reports; without it, no
-evaluation at all.
+``--eval-rounds`` rounds, as the trainer's default computes it for its reports (``eval_set``,
+which reads XGBoost's prediction cache: only the new trees are predicted); with ``--evals``
+too, the eval set is in ``xgb.train``'s ``evals`` instead, scored by XGBoost after every round,
+the loop a user would write; without ``--eval-data``, no evaluation at all.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ def main() -> None:
     parser.add_argument("--train-data", required=True)
     parser.add_argument("--eval-data", default=None, help="AUC on it every --eval-rounds")
     parser.add_argument("--eval-rounds", type=int, default=10)
+    parser.add_argument(
+        "--evals", action="store_true", help="the eval set in evals: its AUC every round"
+    )
     parser.add_argument("--num-boost-round", type=int, required=True)
     parser.add_argument("--max-depth", type=int, required=True)
     parser.add_argument("--eta", type=float, required=True)
@@ -46,15 +51,25 @@ def main() -> None:
         params["nthread"] = args.nthread
     if args.device != "cpu":
         params["device"] = args.device
-    callbacks = []
+    callbacks, evals = [], []
     if args.eval_data:
         frame = read_table(args.eval_data)
         evaluation = xgb.QuantileDMatrix(
             frame.drop(columns=["label"]), label=frame["label"], ref=train
         )
-        callbacks.append(EvalEvery(evaluation, args.eval_rounds))
         params["eval_metric"] = "auc"
-    xgb.train(params, train, num_boost_round=args.num_boost_round, callbacks=callbacks)
+        if args.evals:
+            evals = [(evaluation, "eval")]
+        else:
+            callbacks.append(EvalEvery(evaluation, args.eval_rounds))
+    xgb.train(
+        params,
+        train,
+        num_boost_round=args.num_boost_round,
+        evals=evals,
+        callbacks=callbacks,
+        verbose_eval=False,
+    )
 
 
 def read_table(path: str) -> pd.DataFrame:

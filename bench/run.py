@@ -50,6 +50,7 @@ class Case:
     # For a case on other data than the setup's (e.g. fewer examples): its own window and work.
     window: tuple[int, int] | None = None
     work: int | None = None
+    env: dict | None = None  # replaces measure_once's variables (e.g. a case's own threads)
 
 
 @dataclass
@@ -235,12 +236,33 @@ def xgboost_setup(data: Path, quick: bool) -> Setup:
     def no_checkpoint(job_dir: str) -> list[str]:
         return [*trainer(job_dir), "--checkpoint-rounds=0", "--checkpoint-minutes=0"]
 
+    def by_time(job_dir: str) -> list[str]:
+        return [*trainer(job_dir), "--checkpoint-rounds=0"]
+
     def bare_without_eval(_job_dir: str) -> list[str]:
         return [str(BENCH / "bare_xgboost.py"), *shared]
 
     def bare(job_dir: str) -> list[str]:
         """With the AUC of the eval set every 10 rounds, as the trainer reports it."""
         return [*bare_without_eval(job_dir), f"--eval-data={data / 'eval.csv'}"]
+
+    # Small rounds (a GPU's per-round pace on a CPU: about 5-8 CPU-ms): the first 20,000
+    # training and 2,000 eval rows (fewer in quick mode), depth 4, 2 threads, against the best
+    # bare loops: QuantileDMatrix with the eval set in `evals` (XGBoost scores it every round)
+    # or scored every 10 rounds with `eval_set`. Both read XGBoost's prediction cache. OpenMP
+    # threads wait passively (OMP_NUM_THREADS caps XGBoost's nthread): spinning threads on a
+    # shared machine slowed rounds 10-30x, in every case alike.
+    small = {"max_depth": 4, "nthread": 2, "train_rows": min(20_000, size), "eval_rows": 2_000}
+    threads = {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "passive"}
+
+    def on_small(argv, evals: bool = False):
+        def command(job_dir: str) -> list[str]:
+            train = head_csv(data / "train.csv", data / "train-small.csv", small["train_rows"])
+            evaluation = head_csv(data / "eval.csv", data / "eval-small.csv", small["eval_rows"])
+            extra = [f"--train-data={train}", f"--eval-data={evaluation}", "--max-depth=4"]
+            return [*argv(job_dir), *extra, "--nthread=2", *(["--evals"] if evals else [])]
+
+        return command
 
     return Setup(
         framework="xgboost",
@@ -255,12 +277,38 @@ def xgboost_setup(data: Path, quick: bool) -> Setup:
             Case("bare", bare, "xgboost"),
             Case("trainer_no_checkpoint", no_checkpoint, "xgboost"),
             Case("bare_without_eval", bare_without_eval, "xgboost"),
+            Case("trainer_small", on_small(trainer), "xgboost", env=threads),
+            # As on a GPU since issue 38: checkpoints by time (--checkpoint-minutes) only.
+            Case("trainer_small_by_time", on_small(by_time), "xgboost", env=threads),
+            Case("bare_small_evals", on_small(bare_without_eval, True), "xgboost", env=threads),
+            Case("bare_small", on_small(bare_without_eval), "xgboost", env=threads),
         ],
-        notes={"max_depth": 6, "eta": 0.1, "rounds": rounds},
+        notes={"max_depth": 6, "eta": 0.1, "rounds": rounds, "small_rounds_case": small},
         overhead_pairs=[
-            ("trainer", "bare_without_eval", "bare loop without its eval metric every 10 rounds")
+            ("trainer", "bare_without_eval", "bare loop without its eval metric every 10 rounds"),
+            ("trainer_small", "bare_small_evals", f"{SMALL}: bare loop, eval set in evals"),
+            ("trainer_small", "bare_small", f"{SMALL}: bare loop, eval_set every 10 rounds"),
+            (
+                "trainer_small_by_time",
+                "bare_small",
+                f"{SMALL}, checkpoints by time (the GPU default): bare loop, eval_set every 10",
+            ),
         ],
     )
+
+
+SMALL = "small rounds (20k rows, depth 4, 2 threads)"
+
+
+def head_csv(source: Path, target: Path, rows: int) -> Path:
+    """``target``: the header and first ``rows`` rows of the CSV file ``source`` (written once)."""
+    if not target.exists():
+        with source.open(encoding="utf-8") as read, target.open("w", encoding="utf-8") as write:
+            for index, line in enumerate(read):
+                if index > rows:
+                    break
+                write.write(line)
+    return target
 
 
 SETUPS = {"keras": keras_setup, "pytorch": pytorch_setup, "xgboost": xgboost_setup}
@@ -405,6 +453,7 @@ def measure_once(case: Case, setup: Setup, python: Path, project: Path) -> dict:
             TF_NUM_INTRAOP_THREADS="1",
             TF_NUM_INTEROP_THREADS="1",
         )
+        env.update(case.env or {})
         # bare_keras.py imports the project's trainer package: importable from the project
         # even with an interpreter (--python) that does not have the project installed.
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project), env.get("PYTHONPATH")]))

@@ -163,6 +163,11 @@ def test_replicas_sharing_the_machine_get_a_share_of_its_threads(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     shell = job_spec.environments(job_spec.make_job([2], BASE))
     assert all("OMP_NUM_THREADS" not in env for env in shell.values()), "the shell's value wins"
+    # OpenMP threads that spin while waiting starve the other replica: they wait passively.
+    assert {env["OMP_WAIT_POLICY"] for env in shell.values()} == {"passive"}
+    assert "OMP_WAIT_POLICY" not in one["workerpool0-0"]
+    active = job_spec.environments(job_spec.make_job([2], BASE), {"OMP_WAIT_POLICY": "active"})
+    assert {env["OMP_WAIT_POLICY"] for env in active.values()} == {"active"}, "job.env wins"
 
 
 def test_cpu_slices_are_disjoint_and_cover_the_machine():

@@ -88,7 +88,9 @@ class MetricReporter(TrainingCallback):
     every ``every`` rounds, with the training speed of those rounds (``throughput``).
 
     Without early stopping, XGBoost is not given the eval set (scoring it after every round
-    costs about 12% of training time); the metric is computed here, every ``every`` rounds.
+    costs about 12% of training time); the metric is computed here, every ``every`` rounds,
+    from XGBoost's prediction cache of ``data`` (kept per matrix, in ``evals`` or not): each
+    report predicts only the rounds added since the last one. Other rounds read nothing.
     """
 
     def __init__(
@@ -148,7 +150,8 @@ def configure(booster: xgb.Booster, params: dict) -> xgb.Booster:
 
 def evaluate(booster: xgb.Booster, data: xgb.DMatrix, name: str, metric: str) -> float:
     """``metric`` of ``booster`` on ``data``; a collective call when distributed (every replica
-    holds all eval rows, so XGBoost's all-reduced value is exact: train.evaluation_rows)."""
+    holds all eval rows, so XGBoost's all-reduced value is exact: train.evaluation_rows).
+    ``eval_set`` adds to ``data``'s cached predictions the trees not yet in them."""
     text = booster.eval_set([(data, name)], iteration=booster.num_boosted_rounds() - 1)
     for item in text.split()[1:]:
         key, _, value = item.rpartition(":")

@@ -18,6 +18,8 @@ import xgboost as xgb
 from vertex_trainer_runtime import checkpoints, publisher, runtime
 from xgboost.callback import EarlyStopping, TrainingCallback
 
+from trainer.flags import Training
+
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "model.ubj"
@@ -127,6 +129,19 @@ class Checkpointer(TrainingCallback):
         if self.enabled:
             self.publisher.close()  # the final checkpoint is complete before the export
         return model
+
+
+def rounds_between_checkpoints(rounds: int, minutes: float, device: str) -> int:
+    """``--checkpoint-rounds``; on a GPU, left at its default (50) with ``--checkpoint-minutes``
+    on: 0, checkpoints by time only. A save serializes every tree (about 20 µs a tree), so a
+    save every 50 rounds of a few ms costs a share of training that grows with the model."""
+    if device == "cuda" and minutes > 0 and rounds == Training().checkpoint_rounds:
+        logger.info(
+            f"On the GPU: a checkpoint every {minutes:g} minutes, not every {rounds} rounds "
+            f"(--checkpoint-rounds other than {rounds}: by rounds too)"
+        )
+        return 0
+    return rounds
 
 
 def round_seed(seed: int, round_index: int) -> int:

@@ -90,8 +90,9 @@ def train_and_export(flags: Flags, ctx: RunContext, notice: preemption.Notice) -
         start = resume.restore(
             checkpoint_dir, group, objective, prepared.schema, training.num_boost_round
         )
+        every = resume.rounds_between_checkpoints(training.checkpoint_rounds, minutes, device)
         checkpointer = resume.Checkpointer(
-            checkpoint_dir, training.checkpoint_rounds, minutes, cluster.is_chief, reports.speed
+            checkpoint_dir, every, minutes, cluster.is_chief, reports.speed
         )
         callbacks = round_callbacks(flags, prepared, start, checkpointer, reports)
         # Last: a round that another callback stops needs no agreement.
