@@ -35,6 +35,7 @@ ELSEWHERE = [
     (r"^make train-local$", "`make demo` runs it; tests/project/test_readme_local_run.py checks"),
     (r"^make train-local\b(?!.*\bIMAGE=)", "tests/project/test_readme_local_run.py"),
     (r"^vertex-tools local-run --help$", "tests/project/test_readme_local_run.py"),
+    (r"^make report$", "tests/project/test_readme_local_run.py"),
     (
         r"^make (gcp-setup|build-push)$",
         "vertex-trainer-tools' tests/test_build.py (stand-ins for gcloud and docker)",

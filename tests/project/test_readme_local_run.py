@@ -26,7 +26,7 @@ from conftest import COPY_IGNORE, DEMO_OUTPUT, PROJECT, copy_with_latest_job
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 SECTION = "## Run it locally like Vertex"
-RUNNER = ("make train-local", "vertex-tools local-run")
+RUNNER = ("make train-local", "vertex-tools local-run", "make report")
 
 
 def readme_commands() -> list[str]:
@@ -112,9 +112,13 @@ def test_readme_command_runs_as_written(tmp_path, command):
     shutil.copytree(PROJECT, project, ignore=COPY_IGNORE)
     latest = project / "outputs" / "local" / "latest"
     previous = None
-    if "RESUME=latest" in command:
+    if "RESUME=latest" in command or command.startswith("make report"):
         previous = copy_with_latest_job(project)
     result = run(command, project)
+    if command.startswith("make report"):  # on the demo's job: one attempt, nothing lost
+        assert "goodput" in result.stdout and "0 step(s) computed again" in result.stdout
+        assert (previous / "report.png").stat().st_size > 1000, result.stdout
+        return
     if not command.startswith("make"):
         assert "usage: vertex-tools local-run" in result.stdout
         return

@@ -24,6 +24,7 @@ CONFIG_COMMANDS = [
     ["push", "--dry-run"],
     ["build-push", "--dry-run"],
     ["gcp-setup", "--dry-run"],
+    ["report"],
 ]
 EVERY_COMMAND = [
     *CONFIG_COMMANDS,

@@ -99,11 +99,8 @@ def same_request(sent: dict, dry_run: dict) -> None:
     assert without_stamps(sent) == without_stamps(dry_run)
 
 
-@pytest.mark.parametrize(("job", "flags"), [c[1:] for c in JOBS], ids=[c[0] for c in JOBS])
-def test_gcloud_runs_the_printed_command_and_sends_the_dry_runs_request(
-    project, submit, tmp_path, job, flags
-):
-    configure(project, job)
+def through_gcloud(project, submit, tmp_path, flags: list[str], kind: str) -> str:
+    """Run the command ``gcloud-config`` printed; gcloud must send the dry run's request."""
     code, out, err = submit("--gcloud-config", *flags)
     assert code == 0, err
     code, dry, err = submit("--dry-run", *flags)
@@ -111,22 +108,23 @@ def test_gcloud_runs_the_printed_command_and_sends_the_dry_runs_request(
     with FakeGoogleCloud() as server:
         ran = run_gcloud(printed_command(out), project, tmp_path, server)
         assert ran.returncode == 0, ran.stderr
-        (sent,) = server.created("customJobs")
+        (sent,) = server.created(kind)
     same_request(sent, json.loads(dry))
+    return out
+
+
+@pytest.mark.parametrize(("job", "flags"), [c[1:] for c in JOBS], ids=[c[0] for c in JOBS])
+def test_gcloud_runs_the_printed_command_and_sends_the_dry_runs_request(
+    project, submit, tmp_path, job, flags
+):
+    configure(project, job)
+    out = through_gcloud(project, submit, tmp_path, flags, "customJobs")
     assert ("--worker-pool-spec=" in out) == ({} in job.get("worker_pools", [])), out
 
 
 def test_a_study_runs_through_gcloud_with_a_skipped_pool(project, submit, tmp_path):
     configure(project, {"worker_pools": [CHIEF, {}, {**CHIEF, "replica_count": 2}]})
-    code, out, err = submit("--gcloud-config", "--hpt")
-    assert code == 0, err
-    code, dry, err = submit("--dry-run", "--hpt")
-    assert code == 0, err
-    with FakeGoogleCloud() as server:
-        ran = run_gcloud(printed_command(out), project, tmp_path, server)
-        assert ran.returncode == 0, ran.stderr
-        (sent,) = server.created("hyperparameterTuningJobs")
-    same_request(sent, json.loads(dry))
+    through_gcloud(project, submit, tmp_path, ["--hpt"], "hyperparameterTuningJobs")
 
 
 @pytest.mark.parametrize(

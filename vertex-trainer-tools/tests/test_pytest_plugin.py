@@ -112,12 +112,15 @@ def test_run_readme_line_runs_the_readmes_drill_with_the_tests_args(tmp_path, mo
         return testing.LocalJob(0 if ran[1:] else 1, f"{lines}\n{again}\n", output_dir, "1", 1.0)
 
     monkeypatch.setattr(pytest_plugin, "run_local_job", run_local_job)
+    reported = []  # the stand-in job has no ledger: the report's checks are recorded instead
+    monkeypatch.setattr(pytest_plugin, "assert_drill_report", lambda *a: reported.append(a))
     args = ["--epochs=2", "--seed=3"]
     with pytest.raises(AssertionError):  # the first run failed (exit 1)
         pytest_plugin.run_readme_line(PROJECT, drill, tmp_path / "job", args)
     config = tmp_path / "vertex.yaml"
     job = pytest_plugin.run_readme_line(PROJECT, drill, tmp_path / "job", args, config=config)
     assert job.attempts() == 2
+    assert reported == [(job, "workerpool0-0", "KILL")]
     runner, trainer = ran[-1]
     assert {"--replicas=2", "--kill-after=checkpoint", "--kill-signal=KILL"} <= set(runner)
     assert f"--output-dir={tmp_path / 'job'}" in runner and f"--config={config}" in runner

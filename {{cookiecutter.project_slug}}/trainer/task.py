@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from vertex_trainer_runtime import cli, context, preemption
+from vertex_trainer_runtime import cli, context, ledger, preemption
 
 from trainer import flags, train
 
@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     code = main()
+    ledger.close(code)  # the job ledger's last record: how this attempt ended
     if code == preemption.EXIT_CODE:
         # Every replica stops after an agreed step, so a collective is left without its
         # shutdown handshake, and the interpreter's teardown can crash on it (XGBoost's

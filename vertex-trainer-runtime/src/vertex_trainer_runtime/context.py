@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
-from vertex_trainer_runtime import cli, hptune, runtime
+from vertex_trainer_runtime import cli, hptune, ledger, runtime
 
 
 @dataclass(frozen=True)
@@ -69,12 +69,14 @@ def build(flags: Any, environ: Mapping[str, str] | None = None) -> RunContext:
         flags.shared.job_dir,
         environ=environ,
     )
-    return RunContext(
+    ctx = RunContext(
         cluster=runtime.cluster_from_env(environ),
         model_dir=_output_dir(dirs.model_dir),
         checkpoint_dir=_output_dir(dirs.checkpoint_dir),
         tensorboard_dir=_output_dir(dirs.tensorboard_dir),
     )
+    ledger.open_for(ctx.checkpoint_dir.path, ctx.cluster, environ)  # beside the checkpoints
+    return ctx
 
 
 @runtime_checkable

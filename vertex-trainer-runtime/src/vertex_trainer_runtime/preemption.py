@@ -22,6 +22,8 @@ import sys
 import threading
 import time
 
+from vertex_trainer_runtime import ledger
+
 logger = logging.getLogger(__name__)
 
 # Drills only: each training step (batch, round) is made to last at least this many seconds, so
@@ -110,6 +112,8 @@ class Notice:
         if any_replica and not self.stopping:
             self.stopping = True
             who = "this replica" if self.received else "another replica"
+            received = time.time() - self.seconds_since() if self.received else None
+            ledger.record("preemption_notice", at=received, here=self.received)
             logger.warning(
                 "Preemption notice (SIGTERM to %s, %d signal(s) here): saving a checkpoint now",
                 who,

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from vertex_trainer_runtime import checkpoints
+from vertex_trainer_runtime import checkpoints, ledger
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,8 @@ class Publisher:
             for attempt in range(1, self.attempts + 1):
                 try:
                     self.publish_once(source, step, metadata)
+                    seconds = time.monotonic() - started
+                    ledger.record("checkpoint_published", step=step, seconds=seconds)
                     logger.info(
                         "Checkpoint %d published in %.1f s (in the background)",
                         step,

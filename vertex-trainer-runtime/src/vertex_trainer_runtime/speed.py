@@ -4,7 +4,8 @@ evaluation) that a trainer either takes out of its training time or reports besi
 
 The framework subpackages (``keras``, ``torch``, ``xgboost``: their ``throughput`` modules)
 name the figures and feed the timer from their callbacks. The timer reads the clock only when
-an interval starts or ends and around a pause, never per step.
+an interval starts or ends and around a pause, never per step; each interval and pause also
+goes to the job ledger (``vertex_trainer_runtime.ledger``), for ``make report``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from vertex_trainer_runtime import ledger
 
 
 @dataclass(frozen=True)
@@ -67,13 +70,18 @@ class IntervalTimer:
         self.first_step = step
         self._paused_at_start = self.paused_total
         self.mark = (self.started, step, self.paused_total)
+        ledger.record("step_start_time", step_count=step)
 
     def lap(self, step: int) -> Interval:
-        """The interval from the mark to now, ending after ``step``; now becomes the mark."""
+        """The interval from the mark to now, ending after ``step``; now becomes the mark. The
+        job ledger gets it as a range of steps."""
         now = self.clock()
         since, since_step, paused_before = self.mark
         self.mark = (now, step, self.paused_total)
-        return Interval(step - since_step, now - since, self.paused_total - paused_before)
+        interval = Interval(step - since_step, now - since, self.paused_total - paused_before)
+        if interval.steps > 0:
+            ledger.current().steps(since_step + 1, step, interval.seconds, interval.paused)
+        return interval
 
     def since_start(self, step: int) -> Interval:
         """The run from ``start`` to now, ending after ``step``; the mark stays."""
@@ -94,6 +102,7 @@ class IntervalTimer:
             self.seconds[what] += seconds
             self.counts[what] += 1
             self.paused_total += seconds
+            ledger.record("pause", kind=what, seconds=seconds)
 
     def timed(self, what: str, function: Callable) -> Callable:
         """``function``, each call's seconds added to the pause ``what``."""

@@ -31,6 +31,8 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from vertex_trainer_runtime import ledger
+
 logger = logging.getLogger(__name__)
 
 EXPERIMENT_ENV = "AIP_EXPERIMENT_NAME"
@@ -105,6 +107,8 @@ class Tracker:
         values = {f"final_{name}": value for name, value in _finite(metrics).items()}
 
         def end() -> None:
+            values.update(ledger.figures())  # what the job's VM-time bought so far
+
             self._aiplatform.log_metrics(values)
             self._aiplatform.end_run()
 

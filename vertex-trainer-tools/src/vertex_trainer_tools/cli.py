@@ -115,6 +115,18 @@ def build_parser() -> OneLineParser:
         "--metric", type=float, default=None, help="the final metric, when the job left none"
     )
 
+    report = command(
+        "report",
+        "vertex_trainer_tools.report:command",
+        "what a job's VM-hours bought: goodput, lost work, a timeline",
+        description="Goodput, lost work and where the time went, from a job's ledger.",
+    )
+    report.add_argument(
+        "--job", default="", help="latest (default), a local job folder or a gs:// job output dir"
+    )
+    report.add_argument("--jobs-root", default=str(LOCAL_JOBS), help=f"default: {LOCAL_JOBS}")
+    report.add_argument("--png", default="", help="the timeline (default: <job>/report.png)")
+
     for name, help_ in (
         ("build", "build the training image (buildx, docker or Cloud Build)"),
         ("push", "push the built tags to Artifact Registry"),

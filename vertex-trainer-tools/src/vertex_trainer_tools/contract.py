@@ -69,22 +69,9 @@ _SOURCES = {
     "AIP_CHECKPOINT_DIR": _OUTPUT.format("checkpoints"),
     "AIP_TENSORBOARD_LOG_DIR": _OUTPUT.format("logs"),
     "CLOUD_ML_PROJECT_ID": "the project that runs the job: change project",
-    **dict.fromkeys(
-        (
-            "CLUSTER_SPEC",
-            "TF_CONFIG",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-            "WORLD_SIZE",
-            "RANK",
-            "LOCAL_RANK",
-            "LOCAL_WORLD_SIZE",
-            "NODE_RANK",
-            "GROUP_RANK",
-        ),
-        "the worker pools: change job.worker_pools (or job.reduction_server)",
-    ),
 }
+# The rest of CONTRACT_VARIABLES but CLOUD_ML_*: CLUSTER_SPEC, TF_CONFIG, MASTER_ADDR, RANK, ...
+_FROM_POOLS = "the worker pools: change job.worker_pools (or job.reduction_server)"
 # AIP_ variables a user may still set: the Experiment run of a job without job.experiment.
 _USER_AIP = (EXPERIMENT_ENV, EXPERIMENT_RUN_ENV)
 
@@ -94,8 +81,10 @@ def set_by_vertex(name: str) -> str:
     instead ('' when Vertex leaves it to the user): ``job.env`` must not set it."""
     if name in _SOURCES:
         return _SOURCES[name]
-    if name in CONTRACT_VARIABLES or name.startswith("CLOUD_ML_"):
+    if name.startswith("CLOUD_ML_"):
         return "the job it runs"
+    if name in CONTRACT_VARIABLES:
+        return _FROM_POOLS
     if name.startswith("AIP_") and name not in _USER_AIP:
         return "the job it runs"
     return ""

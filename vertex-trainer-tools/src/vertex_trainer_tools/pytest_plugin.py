@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from vertex_trainer_runtime import goodput
 
-from vertex_trainer_tools import base_image
+from vertex_trainer_tools import base_image, report
 from vertex_trainer_tools.experiments_stand_in import ExperimentsServer, TrackedRun
 from vertex_trainer_tools.project import CONFIG_FILE, project_root
 from vertex_trainer_tools.testing import (
@@ -90,6 +91,26 @@ def assert_drill(job: LocalJob, replica: str = CHIEF, signal: str = "KILL") -> N
     if signal == "TERM":
         assert re.search(r"kill drill: .+ complete [\d.]+s after SIGTERM", job.output), job.tail()
         assert re.search(rf"kill drill: {replica} exited \d+ [\d.]+s after", job.output), job.tail()
+    assert_drill_report(job, replica, signal)
+
+
+def assert_drill_report(job: LocalJob, replica: str = CHIEF, signal: str = "KILL") -> None:
+    """The job ledger tells the drill as it happened: two attempts of ``replica``; after a
+    SIGTERM no step is lost; after a SIGKILL the rerun resumed from the newest checkpoint the
+    drill saw or a newer one, and the lost steps are those the first attempt did past it."""
+    ledger = report.read_ledger(str(job.output_dir))
+    goodput.account(ledger)
+    attempts = [attempt for attempt in ledger.attempts if attempt.replica == replica]
+    assert len(attempts) == 2, [(a.replica, a.ended) for a in ledger.attempts]
+    first, second = attempts  # a rerun with every step done only evaluates: no step record
+    if signal == "TERM":
+        assert first.lost_steps == 0 and first.seconds["lost"] == 0, first.seconds
+    elif second.restored is not None:
+        seen = re.search(rf"kill drill: SIGKILL to {replica} after checkpoint-(\d+)", job.output)
+        assert seen is None or second.restored >= int(seen.group(1)), job.tail()
+        assert first.reached >= second.restored, "the killed attempt saved that checkpoint"
+    for attempt in attempts:
+        assert sum(attempt.seconds.values()) == pytest.approx(attempt.end - attempt.start)
 
 
 def kill_drill(

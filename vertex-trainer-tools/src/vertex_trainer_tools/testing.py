@@ -119,7 +119,7 @@ FAKE_TRAINER = r'''
 """A stand-in for trainer.task: behaves as the test's flags say, records what it saw."""
 import argparse, json, os, shutil, signal, subprocess, sys, time
 
-from vertex_trainer_runtime import checkpoints, preemption  # the protocol trainers follow
+from vertex_trainer_runtime import checkpoints, ledger, preemption, runtime  # as trainers do
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--state", required=True)
@@ -194,22 +194,27 @@ if args.steps:
     done = [c.step for c in checkpoints.list_checkpoints(root) if os.path.exists(c.marker)]
     start = max(done, default=0)
     print(f"resuming from step {start}", flush=True)
+    ledger.open_for(root, runtime.cluster_from_env()).record("step_start_time", step_count=start)
     for step in range(start + 1, args.steps + 1):
         time.sleep(0.3)
+        ledger.current().steps(step, step, 0.3)
         # Read before the save: a notice sent once this step's checkpoint is complete (as the
         # drill does) is acted on at the next step, never by re-announcing this one.
         noticed = bool(notices)
         folder = checkpoints.path_for(root, step)
         os.makedirs(folder, exist_ok=True)
         checkpoints.mark_complete(folder, step)
+        ledger.record("pause", kind="checkpoint", seconds=0.0)  # written at once
         print(f"step {step}", flush=True)
         if noticed:
             print(f"preemption notice: saved checkpoint-{step}", flush=True)
+            ledger.close(preemption.EXIT_CODE)
             sys.exit(preemption.EXIT_CODE)
         if args.keep:
             for old in range(1, step - args.keep + 1):
                 shutil.rmtree(os.path.join(root, f"checkpoint-{old}"), ignore_errors=True)
 time.sleep(args.chief_seconds)
+ledger.close(0)
 print(f"{name} done", flush=True)
 '''
 

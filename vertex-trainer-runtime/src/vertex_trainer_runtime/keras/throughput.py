@@ -12,7 +12,7 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
-from vertex_trainer_runtime import speed
+from vertex_trainer_runtime import ledger, speed
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +53,11 @@ class Throughput(keras.callbacks.Callback):
         self.measured = speed.Interval(0, 0.0)  # the reports' steps and seconds, all fits
         self.first_steps_seconds = 0.0
         self.reports: list[dict[str, float]] = []  # every report's figures, for tests
+        self._ledger = ledger.current()
 
     def on_train_begin(self, logs=None):
         self.step = int(self.model.optimizer.iterations.numpy())  # once per fit
+        self._ledger = ledger.current()  # its progress: an attribute set per step
         self.timings.start(self.step)
         self._first_step_done = False
         self._epoch = speed.Interval(0, 0.0)
@@ -67,6 +69,7 @@ class Throughput(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
+        self._ledger.step = self.step
         if not self._first_step_done:
             first = self.timings.lap(self.step).seconds
             self.first_steps_seconds += first
@@ -139,5 +142,7 @@ class Throughput(keras.callbacks.Callback):
             with self._writer.as_default(step=self.step):
                 for name in ("checkpoint_seconds", "evaluation_seconds"):
                     tf.summary.scalar(f"total_{name}", totals[name])
+                for name, value in ledger.figures().items():  # the job's goodput so far
+                    tf.summary.scalar(f"goodput/{name}", value)
             self._writer.flush()
         return totals

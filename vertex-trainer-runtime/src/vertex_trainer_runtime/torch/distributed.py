@@ -23,7 +23,7 @@ from typing import NoReturn
 
 import torch
 
-from vertex_trainer_runtime import cli, preemption, runtime
+from vertex_trainer_runtime import cli, ledger, preemption, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,7 @@ def end_worker(code: int) -> NoReturn:
     """End this torchrun worker now, after its last barrier, skipping Python's teardown of the
     process group: freeing a gloo group can deadlock (pytorch/pytorch#56297) and then the agent
     never reaches its exit barrier."""
+    ledger.close(code)
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -224,6 +225,8 @@ def launch(job: Plan, argv: list[str], module: str) -> int:
         job.nnodes,
         " ".join(options),
     )
+    # The node's local rank 0 records this replica's attempt in the job ledger from here on.
+    os.environ.update(ledger.handover())
     # torchrun installs this handler once its workers started; until then SIGTERM ends the
     # launcher at once (nothing is saved before training, and rendezvous may wait long).
     original = getattr(torchrun_processes, "_terminate_process_handler", None)

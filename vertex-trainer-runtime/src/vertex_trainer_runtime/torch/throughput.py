@@ -7,6 +7,7 @@ clock (``vertex_trainer_runtime.speed``) is read at each log and around each pau
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from collections.abc import Callable
 import torch
 from transformers import TrainerCallback
 
-from vertex_trainer_runtime import speed
+from vertex_trainer_runtime import ledger, speed
 from vertex_trainer_runtime.torch import training_order
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class Throughput(TrainerCallback):
         self._reset()
         self.train_seconds = 0.0
         self.samples_per_second: float | None = None
+        self._ledger = ledger.current()
 
     def _reset(self) -> None:
         self.examples = 0
@@ -96,13 +98,22 @@ class Throughput(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.timer.start(state.global_step)
+        self._ledger = ledger.current()
         self._reset()
+        return control
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._ledger.step = state.global_step  # the job ledger's progress: no clock, no I/O
         return control
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs is None or "loss" not in logs or self.timer.mark is None:
             return control
         interval = self.timer.lap(state.global_step).without_pauses()
+        if interval.steps > 0 and self.examples:  # this node's processes, as rank 0 counted
+            flops = self.flops_model.flops(self.padded_tokens, self.squared_lengths)
+            node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+            self._ledger.record("model_flops", flops=flops * node, steps=interval.steps)
         if interval.seconds > 0 and interval.steps > 0 and self.examples:
             logs.update(self.rates(interval.seconds, interval.steps, args.world_size))
             self.train_seconds += interval.seconds

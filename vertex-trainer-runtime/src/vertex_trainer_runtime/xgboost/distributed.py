@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from vertex_trainer_runtime import preemption, runtime
+from vertex_trainer_runtime import ledger, preemption, runtime
 from vertex_trainer_runtime.cli import InputError
 
 logger = logging.getLogger(__name__)
@@ -77,15 +77,9 @@ def group(cluster: runtime.Cluster) -> Iterator[Group]:
     host, port = cluster.chief_address
     rank, world = cluster.node_rank, cluster.num_nodes
     tracker = start_tracker(host, port, world) if rank == 0 else None
-    # Zero-padded task ids sort like the node ranks, so the chief is rank 0.
-    collective.init(
-        dmlc_communicator="rabit",
-        dmlc_tracker_uri=host,
-        dmlc_tracker_port=port,
-        dmlc_task_id=f"{rank:06d}",
-        dmlc_retry=TRACKER_RETRIES,
-        dmlc_timeout=COLLECTIVE_TIMEOUT_S,
-    )
+    # Joining waits for every replica: the job ledger counts it as waiting for peers.
+    with ledger.waiting_for_peers("the XGBoost collective"):
+        _join(host, port, rank)
     joined = Group(collective.get_rank(), collective.get_world_size())
     if (joined.rank, joined.world) != (rank, world):
         raise RuntimeError(
@@ -104,6 +98,20 @@ def group(cluster: runtime.Cluster) -> Iterator[Group]:
     if tracker is not None:
         tracker.wait_for()
         tracker.free()
+
+
+def _join(host: str, port: int, rank: int) -> None:
+    from xgboost import collective
+
+    # Zero-padded task ids sort like the node ranks, so the chief is rank 0.
+    collective.init(
+        dmlc_communicator="rabit",
+        dmlc_tracker_uri=host,
+        dmlc_tracker_port=port,
+        dmlc_task_id=f"{rank:06d}",
+        dmlc_retry=TRACKER_RETRIES,
+        dmlc_timeout=COLLECTIVE_TIMEOUT_S,
+    )
 
 
 def start_tracker(host: str, port: int, world: int):

@@ -82,7 +82,7 @@ def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_pat
     assert [rounds for rounds, _ in speed] == ["1-10", "11-20", "21-30", "1-30"], speed
     assert re.match(r"[\d.]+ ms per round; checkpoints [\d.]+ s \(3\), evaluation", speed[-1][1])
     # Checkpoints follow the complete-marker protocol; the newest two are kept.
-    kept = sorted(p.name for p in (base / "checkpoints").iterdir())
+    kept = sorted(p.name for p in (base / "checkpoints").glob("checkpoint-*"))
     assert kept == ["checkpoint-20", "checkpoint-30"]
     assert (base / "checkpoints" / "checkpoint-30" / "COMPLETE").is_file()
 

@@ -1,0 +1,38 @@
+"""The job ledger of an XGBoost job through the local emulator: a replica held at its start is
+the other replica's wait for its peers in ``make report`` (the collective waits for every
+member), and the report gives rows x rounds per second, saying why MFU does not apply."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FAST
+from vertex_trainer_runtime import goodput
+from vertex_trainer_tools import report
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+ARGS = ["--train-data=synthetic:2000", "--eval-data=synthetic:500", "--num-boost-round=20", *FAST]
+HOLD_S = 6.0
+# Installed on the replicas' path: the worker's interpreter sleeps before anything else.
+HOLD = """
+import json, os, time
+task = (json.loads(os.environ.get("CLUSTER_SPEC") or "null") or dict()).get("task") or dict()
+if task.get("type") == "workerpool1":
+    time.sleep(HOLD_S)
+""".replace("HOLD_S", str(HOLD_S))
+
+
+def test_a_replica_held_at_its_start_is_the_other_ones_wait(tmp_path, local_job, sitecustomize):
+    job = local_job(tmp_path / "job", ARGS, replicas=2, env=sitecustomize(HOLD))
+    assert job.returncode == 0, job.tail()
+    found = report.read_ledger(str(job.output_dir))
+    goodput.account(found)
+    chief, worker = (
+        next(attempt for attempt in found.attempts if attempt.replica == name)
+        for name in ("workerpool0-0", "workerpool1-0")
+    )
+    assert chief.seconds["waiting"] >= HOLD_S - 2, chief.seconds
+    assert worker.seconds["waiting"] < chief.seconds["waiting"] - 2, worker.seconds
+    assert worker.seconds["startup"] >= HOLD_S, "the held replica's own start-up"
+    text = "\n".join(report.lines(str(job.output_dir), found, goodput.summary(found)))
+    assert "rows x rounds per productive second (MFU does not apply" in text, text
