@@ -114,10 +114,11 @@ def test_a_torn_or_damaged_line_is_skipped_not_fatal(job):
         '{"event": "steps", "time": 1000, "first_step": "x", "last_step": 2, "seconds": 1}',
         "[1, 2]",
         '{"event": "pause", "time": 1001}',
+        '{"event": "job_end_time", "time": 1002, "step": "x"}',
     ]
     torn = '{"event": "steps", "time": 12'  # a kill -9 while writing
     batch.write_text(batch.read_text() + "\n".join(damaged) + "\n" + torn)
     ledger = report.read_ledger(str(job))
-    assert ledger.skipped_lines == 5
+    assert ledger.skipped_lines == 6
     goodput.account(ledger)
     assert ledger.attempts[0].lost_steps == 10

@@ -34,6 +34,7 @@ NUMBERS = {
     "progress": ("step",),
     "model_flops": ("flops",),
     "work": ("rows",),
+    "job_end_time": ("step",),
 }
 
 
