@@ -82,3 +82,17 @@ def test_the_clock_is_read_at_the_marks_and_around_pauses_only():
         pass
     timer.since_start(1000)
     assert clock.reads == 5
+
+
+@pytest.mark.parametrize(
+    ("name", "peak"),
+    [
+        ("NVIDIA H100 80GB HBM3", 989.0),  # torch.cuda.get_device_name
+        ("NVIDIA H100 PCIe", 756.0),
+        ("NVIDIA A100-SXM4-40GB", 312.0),  # TensorFlow's device_name detail
+        ("Tesla T4", 65.0),
+        ("NVIDIA L40S", None),  # not an L4
+    ],
+)
+def test_every_frameworks_mfu_divides_by_the_gpus_peak_by_its_name(name, peak):
+    assert speed.peak_tflops(name) == peak

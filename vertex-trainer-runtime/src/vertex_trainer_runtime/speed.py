@@ -5,18 +5,37 @@ evaluation) that a trainer either takes out of its training time or reports besi
 The framework subpackages (``keras``, ``torch``, ``xgboost``: their ``throughput`` modules)
 name the figures and feed the timer from their callbacks. The timer reads the clock only when
 an interval starts or ends and around a pause, never per step; each interval and pause also
-goes to the job ledger (``vertex_trainer_runtime.ledger``), for ``make report``.
+goes to the job ledger (``vertex_trainer_runtime.ledger``), for ``make report``. The GPUs'
+peak (``peak_tflops``) is here too: every framework's MFU divides by the same table.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from vertex_trainer_runtime import ledger
+
+# Dense (no sparsity) bf16 tensor-core peak per GPU in TFLOPS, from NVIDIA's data sheets; T4 and
+# V100 have no bf16 tensor cores: their fp16 peak. H100 PCIe's is lower than the SXM part's.
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "T4": 65.0, "V100": 125.0}
+H100_PCIE_TFLOPS = 756.0
+_GPU_NAME = re.compile(r"\b(H200|H100|A100|L4|T4|V100)\b")
+
+
+def peak_tflops(device_name: str) -> float | None:
+    """The GPU's dense peak by its name (``torch.cuda.get_device_name``, TensorFlow's
+    ``device_name`` detail); None if unknown."""
+    match = _GPU_NAME.search(device_name.upper())
+    if match is None:
+        return None
+    if match.group(1) == "H100" and "PCIE" in device_name.upper():
+        return H100_PCIE_TFLOPS
+    return PEAK_TFLOPS[match.group(1)]
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``). MultiWorkerMirroredStrategy
 for several training replicas (a Reduction Server's ``ps`` taken out of TF_CONFIG),
 MirroredStrategy for several GPUs; ``Consensus`` lets every task decide the same thing, and
-``chief_first`` runs work on shared storage on the chief before the others.
+``chief_first`` runs work on shared storage on the chief before the others. The job ledger
+counts the strategy's start (it returns once every task has joined its coordination service)
+and the wait for the chief's preparation as waiting for peers.
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ import os
 
 import tensorflow as tf
 
-from vertex_trainer_runtime import cli, runtime
+from vertex_trainer_runtime import cli, ledger, runtime
 
 logger = logging.getLogger(__name__)
+
+# What a task waits for when MultiWorkerMirroredStrategy starts: every other task, up to the
+# point where it creates its strategy (a replica that starts late is waited for here).
+JOINING = "the other tasks joining MultiWorkerMirroredStrategy"
 
 
 def make_strategy(cluster: runtime.Cluster) -> tf.distribute.Strategy:
@@ -40,7 +46,8 @@ def make_strategy(cluster: runtime.Cluster) -> tf.distribute.Strategy:
                 "MultiWorkerMirroredStrategy needs it (Vertex sets it on multi-replica jobs)"
             )
         if not cluster.reducers:
-            return tf.distribute.MultiWorkerMirroredStrategy()
+            with ledger.waiting_for_peers(JOINING):
+                return tf.distribute.MultiWorkerMirroredStrategy()
         # Reduction Server: Vertex lists it as "ps", which TensorFlow must not see (it would
         # wait on it as its coordination leader), and only NCCL's all-reduce reaches it (Google's
         # plugin), while TensorFlow's AUTO picks its own ring. No GPUs, no NCCL: the reducers idle.
@@ -51,9 +58,10 @@ def make_strategy(cluster: runtime.Cluster) -> tf.distribute.Strategy:
         options = tf.distribute.experimental.CommunicationOptions(
             implementation=tf.distribute.experimental.CommunicationImplementation.NCCL
         )
-        return tf.distribute.MultiWorkerMirroredStrategy(
-            communication_options=options if gpus else None
-        )
+        with ledger.waiting_for_peers(JOINING):
+            return tf.distribute.MultiWorkerMirroredStrategy(
+                communication_options=options if gpus else None
+            )
     if len(tf.config.list_physical_devices("GPU")) > 1:
         return tf.distribute.MirroredStrategy()
     return tf.distribute.get_strategy()
@@ -114,7 +122,8 @@ def chief_first(consensus: Consensus, is_chief: bool):
                 result = action()
             except cli.InputError as error:
                 failure = error
-        chief_failed = consensus.any(failure is not None)  # the other tasks wait here
+        with ledger.waiting_for_peers("the chief preparing the input data"):
+            chief_failed = consensus.any(failure is not None)  # the other tasks wait here
         if failure is not None:
             raise failure
         if chief_failed:

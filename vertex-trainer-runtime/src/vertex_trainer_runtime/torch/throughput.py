@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 
@@ -16,25 +15,12 @@ import torch
 from transformers import TrainerCallback
 
 from vertex_trainer_runtime import ledger, speed
+
+# The GPUs' peak, shared with the other frameworks (speed), still importable from here.
+from vertex_trainer_runtime.speed import H100_PCIE_TFLOPS, PEAK_TFLOPS, peak_tflops  # noqa: F401
 from vertex_trainer_runtime.torch import training_order
 
 logger = logging.getLogger(__name__)
-
-# Dense (no sparsity) bf16 tensor-core peak per GPU in TFLOPS, from NVIDIA's data sheets; T4 and
-# V100 have no bf16 tensor cores: their fp16 peak. H100 PCIe's is lower than the SXM part's.
-PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "T4": 65.0, "V100": 125.0}
-H100_PCIE_TFLOPS = 756.0
-_GPU_NAME = re.compile(r"\b(H200|H100|A100|L4|T4|V100)\b")
-
-
-def peak_tflops(device_name: str) -> float | None:
-    """The GPU's dense peak by its name (``torch.cuda.get_device_name``); None if unknown."""
-    match = _GPU_NAME.search(device_name.upper())
-    if match is None:
-        return None
-    if match.group(1) == "H100" and "PCIE" in device_name.upper():
-        return H100_PCIE_TFLOPS
-    return PEAK_TFLOPS[match.group(1)]
 
 
 class FlopsModel:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, read_metrics, reported_epochs, subprocess_env
-from vertex_trainer_runtime import checkpoints
+from vertex_trainer_runtime import checkpoints, speed
 from vertex_trainer_runtime.keras import precision
 
 GPUS = tf.config.list_physical_devices("GPU")
@@ -79,7 +80,8 @@ def _check_learned(job, metrics_file, steps_per_epoch: int) -> None:
 
 def test_trains_on_one_gpu(tmp_path, metrics_file):
     """With --precision=auto (the default): mixed_bfloat16 from compute capability 8.0,
-    mixed_float16 on T4/V100 (the rule itself: the runtime's test_keras_precision.py)."""
+    mixed_float16 on T4/V100 (the rule itself: the runtime's test_keras_precision.py); the speed
+    lines give the MFU on a GPU whose peak the runtime knows."""
     job = tmp_path / "job"
     argv = [*TINY, "--synthetic-examples=256", "--learning-rate=0.01", "--epochs=2"]
 
@@ -93,6 +95,9 @@ def test_trains_on_one_gpu(tmp_path, metrics_file):
     assert f"Precision {expected} (--precision=auto, GPU compute capability {major}.{minor})" in log
     latest = checkpoints.latest_complete(str(job / "checkpoints"))
     assert latest.metadata()["precision"] == expected
+    name = tf.config.experimental.get_device_details(GPUS[0]).get("device_name", "")
+    if speed.peak_tflops(name):
+        assert re.search(r"model TFLOPS per replica = \d+\.\d % of peak", log), log[-4000:]
 
 
 @pytest.mark.skipif(
