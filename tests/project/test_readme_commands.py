@@ -36,6 +36,7 @@ ELSEWHERE = [
     (r"^make train-local\b(?!.*\bIMAGE=)", "tests/project/test_readme_local_run.py"),
     (r"^vertex-tools local-run --help$", "tests/project/test_readme_local_run.py"),
     (r"^make report$", "tests/project/test_readme_local_run.py"),
+    (r"^make tune-local\b", "tests/project/test_readme_tune_local.py"),
     (
         r"^make (gcp-setup|build-push)$",
         "vertex-trainer-tools' tests/test_build.py (stand-ins for gcloud and docker)",

@@ -16,6 +16,7 @@ CONFIG_COMMANDS = [
     ["get", "image_uri"],
     ["show"],
     ["local-run", "--print-env"],
+    ["tune-local", "--trials=1"],
     ["submit", "--dry-run"],
     ["submit-hpt", "--dry-run"],
     ["gcloud-config"],
@@ -52,6 +53,8 @@ TABLE = [
         for name in ("submit", "submit-hpt", "gcloud-config", "build", "push", "build-push")
     ],
     ("bad flag value", ["local-run", "--replicas=0"], "argument --replicas: expected", 2),
+    ("bad flag value", ["tune-local", "--parallel=0"], "--parallel (PARALLEL=) must be 1", 2),
+    ("bad flag value", ["tune-local", "--study=nowhere"], "--study: nowhere is not a study", 2),
     ("bad flag value", ["upload-model", "--metric=high"], "argument --metric: invalid", 2),
     ("bad flag value", ["predict-local", "--instances="], "--instances: no request file", 2),
     *[

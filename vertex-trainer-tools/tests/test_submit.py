@@ -211,3 +211,19 @@ def test_no_sync_returns_once_the_study_exists(dry_runs, tmp_path):
         assert run.returncode == 0, run.stderr
         assert len(server.created()) == 1
         assert "stream-logs" in run.stdout
+
+
+def test_median_early_stopping_is_the_studys_automated_stopping_spec(project, cloud):
+    data = yaml.safe_load((project / "vertex.yaml").read_text())
+    data["hpt"]["early_stopping"] = "median"
+    write_config(project, data)
+    code, out, err = cloud("--dry-run", "--hpt")
+    assert code == 0, err
+    study = aiplatform_v1.HyperparameterTuningJob.from_json(out, ignore_unknown_fields=False)
+    assert "median_automated_stopping_spec" in study.study_spec
+    assert '"medianAutomatedStoppingSpec": {}' in out
+    data["hpt"]["early_stopping"] = "none"
+    write_config(project, data)
+    code, out, err = cloud("--dry-run", "--hpt")
+    assert code == 0, err
+    assert "medianAutomatedStoppingSpec" not in out

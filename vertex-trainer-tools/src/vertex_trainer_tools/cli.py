@@ -22,13 +22,13 @@ from vertex_trainer_tools import __version__, base_image, serving
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools.errors import FAILED, USAGE, ToolError
 from vertex_trainer_tools.local_run import options as local_run_options
-from vertex_trainer_tools.project import LOCAL_JOBS
+from vertex_trainer_tools.project import LOCAL_JOBS, LOCAL_STUDIES
 from vertex_trainer_tools.render import GCLOUD_DIR
 
 DEBUG_ENV = "VERTEX_TOOLS_DEBUG"
 TRAINER_ARGS_AFTER = "--"  # what follows is the trainer's: job.args + these
 # The commands that pass the arguments after -- to the trainer.
-TAKE_TRAINER_ARGS = ("local-run", "submit", "submit-hpt", "gcloud-config")
+TAKE_TRAINER_ARGS = ("local-run", "tune-local", "submit", "submit-hpt", "gcloud-config")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -114,6 +114,25 @@ def build_parser() -> OneLineParser:
     upload.add_argument(
         "--metric", type=float, default=None, help="the final metric, when the job left none"
     )
+
+    tune = command(
+        "tune-local",
+        "vertex_trainer_tools.tune_local:command",
+        "run vertex.yaml's hpt study here, each trial a local job",
+        description="Run the hyperparameter study of vertex.yaml here, as Vertex would.",
+        epilog="Arguments after -- are appended to every trial's trainer args.",
+    )
+    tune.add_argument(
+        "--study", default="", metavar="FOLDER|latest", help="resume this study's folder"
+    )
+    tune.add_argument("--trials", type=int, default=None, help="the budget (hpt.max_trial_count)")
+    tune.add_argument(
+        "--parallel", type=int, default=None, help="trials at once (hpt.parallel_trial_count)"
+    )
+    studies = str(LOCAL_STUDIES)
+    tune.add_argument("--studies-root", default=studies, help=f"default: {studies}")
+    tune.add_argument("--module", default="trainer.task", help="the module each replica runs")
+    tune.set_defaults(default_config=local_run_options.default_config)
 
     report = command(
         "report",

@@ -374,6 +374,15 @@ def problems(
     return reader.problems
 
 
+def study_problems(cfg, extra_args: Sequence[str] = ()) -> list[str]:
+    """What would fail a local study's trials before any starts: the study and the flags."""
+    args = [*cfg.job.args, *extra_args]
+    reader = schema.Reader(cfg.document, cfg.path)
+    for key, why in hpt_problems(cfg.hpt, args) + parameter_problems(cfg.hpt, args):
+        reader.problem(key, why)
+    return reader.problems + argument_lines(cfg, cfg.job.args, extra_args, cfg.document)
+
+
 def metric_problems(trainer_args: Sequence[str]) -> list[tuple[str, str]]:
     """The trainer's metric module refuses the flags it follows (XGBoost: ``--objective``)."""
     try:

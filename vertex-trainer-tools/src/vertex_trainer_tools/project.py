@@ -12,6 +12,7 @@ from pathlib import Path
 CONFIG_FILE = "vertex.yaml"
 # Local job folders (one per `make train-local`), under the project root.
 LOCAL_JOBS = Path("outputs") / "local"
+LOCAL_STUDIES = Path("outputs") / "studies"  # make tune-local
 # The module each replica runs, on Vertex and here.
 TRAINER_MODULE = "trainer.task"
 # Set by the tools' own tests to point at a project without changing directory.

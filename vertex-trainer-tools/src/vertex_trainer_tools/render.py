@@ -203,7 +203,7 @@ def build_hpt_job(cfg: config_lib.Config, display_name: str, custom_job):
             specs[p.id] = hpt.DiscreteParameterSpec(values=list(p.values), scale=p.scale)
         else:
             specs[p.id] = hpt.CategoricalParameterSpec(values=list(p.values))
-    return aiplatform.HyperparameterTuningJob(
+    job = aiplatform.HyperparameterTuningJob(
         display_name=display_name,
         custom_job=custom_job,
         metric_spec={study.metric_id: study.goal},
@@ -215,6 +215,13 @@ def build_hpt_job(cfg: config_lib.Config, display_name: str, custom_job):
         measurement_selection=study.measurement_selection,
         labels=dict(cfg.job.labels) or None,
     )
+    if study.early_stopping == "median":  # the SDK's constructor has no argument for it
+        from google.cloud.aiplatform.compat.types import study as gca_study
+
+        job._gca_resource.study_spec.median_automated_stopping_spec = (
+            gca_study.StudySpec.MedianAutomatedStoppingSpec()
+        )
+    return job
 
 
 # Vertex's boot disk when a pool names none: what a --worker-pool-spec flag (which has no disk

@@ -147,6 +147,9 @@ class HptConfig(Model):
     max_failed_trial_count: Int = Field(0, ge=0, le=INT32_MAX)
     algorithm: cased(str.lower, *ALGORITHMS) = "random"
     measurement_selection: cased(str.lower, "best", "last") = "best"
+    # median: Vertex stops a trial whose best value is worse than the median of the completed
+    # trials' running averages at the same step (studySpec.medianAutomatedStoppingSpec).
+    early_stopping: cased(str.lower, "none", "median") = "none"
 
     @property
     def metric_id(self) -> str:
