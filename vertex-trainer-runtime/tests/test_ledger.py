@@ -104,6 +104,24 @@ def test_a_launcher_hands_its_attempt_over(opened, tmp_path):
     assert worker.attempt == current.attempt, "one attempt of one replica: one lane"
 
 
+def test_a_launchers_rendezvous_is_its_workers_wait_for_peers(opened, tmp_path, monkeypatch):
+    launcher, _ = opened
+    environ = {
+        **ledger.handover(),
+        **ledger.handover_wait(launcher.started + 1, launcher.started + 31),
+    }
+    monkeypatch.setattr(ledger, "_current", ledger._Off())  # the worker: a process of its own
+    worker = ledger.open_for(str(tmp_path / "worker"), runtime.Cluster(), environ)
+    (wait,) = [r for r in worker._pending if r["event"] == "peer_wait"]
+    assert wait["time"] == launcher.started + 31 and wait["seconds"] == 30.0, wait
+    worker.close(2)  # forgotten, nothing written
+    damaged = {**environ, ledger.WAITED_ENV: "nan 1"}
+    monkeypatch.setattr(ledger, "_current", ledger._Off())
+    worker = ledger.open_for(str(tmp_path / "damaged"), runtime.Cluster(), damaged)
+    assert not [r for r in worker._pending if r["event"] == "peer_wait"]
+    worker.close(2)
+
+
 WRITER = """
 import sys, time
 from vertex_trainer_runtime.ledger import Ledger

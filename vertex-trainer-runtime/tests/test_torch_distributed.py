@@ -4,6 +4,7 @@ fails or loses its chief ends at once, and the launcher forwards SIGTERM to its 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -37,6 +38,29 @@ def test_workers_get_the_command_line_as_given_then_the_extra_flags():
     given = ["--no-group-by-length", "--model_name_or_path", "scratch"]
     argv = distributed.worker_argv(["--local-dir=/node"], given)
     assert argv == [*given, "--local-dir=/node"]
+
+
+def test_the_agents_rendezvous_is_handed_to_the_workers_as_a_wait(tmp_path, monkeypatch):
+    """torchrun's agent meets the other replicas before its workers exist: the launcher puts
+    the time that took in the environment its workers inherit, for their job ledger."""
+    from torch.distributed.elastic.agent.server import api as agent
+
+    from vertex_trainer_runtime import ledger
+
+    ledger.open_for(str(tmp_path), runtime.Cluster(), {ledger.SECONDS_ENV: "3600"})
+    monkeypatch.delenv(ledger.WAITED_ENV, raising=False)
+    met = []
+    monkeypatch.setattr(agent.SimpleElasticAgent, "_rendezvous", lambda *a: met.append(a) or 7)
+    with distributed._timed_rendezvous():
+        began = time.time()
+        assert agent.SimpleElasticAgent._rendezvous("agent", "group") == 7
+        waited = [float(t) for t in os.environ[ledger.WAITED_ENV].split()]
+    assert met == [("agent", "group")]
+    assert began <= waited[0] <= waited[1] <= time.time()
+    assert agent.SimpleElasticAgent._rendezvous("agent", "again") == 7, "restored afterwards"
+    assert len(met) == 2
+    ledger.close(2)
+    os.environ.pop(ledger.WAITED_ENV)  # set by the launcher's code, not by monkeypatch
 
 
 @pytest.mark.parametrize(

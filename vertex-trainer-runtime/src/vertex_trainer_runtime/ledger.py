@@ -38,6 +38,7 @@ FOLDER = "ledger"
 CHIEF = "workerpool0-0"
 SECONDS_ENV = "VERTEX_TRAINER_LEDGER_SECONDS"
 STARTED_ENV = "VERTEX_TRAINER_LEDGER_STARTED"  # from a launcher to its workers (torchrun)
+WAITED_ENV = "VERTEX_TRAINER_LEDGER_WAITED"  # the launcher's wait for its peers: "began ended"
 DEFAULT_SECONDS = 15.0
 BAD_INPUT = 2  # the trainer's exit code for bad input (trainer/task.py)
 URGENT = frozenset({"step_start_time", "checkpoint_published", "preemption_notice", "job_end_time"})
@@ -213,7 +214,20 @@ def open_for(checkpoint_dir: str | None, cluster, environ: Mapping[str, str] | N
     if started is None and isinstance(_current, Ledger):
         started = time.time()  # this process ran another job before: this one starts now
     _current = Ledger(folder, f"{cluster.pool}-{cluster.index}", seconds, started=started)
-    return _current.open(trial=cluster.trial, host=os.uname().nodename, handed_over=handed_over)
+    _current.open(trial=cluster.trial, host=os.uname().nodename, handed_over=handed_over)
+    waited = _handed_over_wait(environ.get(WAITED_ENV, "")) if handed_over else None
+    if waited is not None:  # before this process existed: the launcher's rendezvous
+        began, ended = waited
+        _current.record("peer_wait", at=ended, what="torchrun's rendezvous", seconds=ended - began)
+    return _current
+
+
+def _handed_over_wait(text: str) -> tuple[float, float] | None:
+    try:
+        began, ended = (float(part) for part in text.split())
+    except ValueError:
+        return None
+    return (began, ended) if math.isfinite(began) and began <= ended < math.inf else None
 
 
 def figures() -> dict[str, float]:
@@ -242,6 +256,14 @@ def handover() -> dict[str, str]:
         return {}
     _current.record("handover")
     return {STARTED_ENV: repr(_current.started)}
+
+
+def handover_wait(began: float, ended: float) -> dict[str, str]:
+    """The environment that hands a wait for the peers from ``began`` to ``ended`` (epoch
+    seconds: torchrun's rendezvous, before its workers exist) to the workers' ledger."""
+    if not isinstance(_current, Ledger):
+        return {}
+    return {WAITED_ENV: f"{began!r} {ended!r}"}
 
 
 def record(event: str, **fields) -> None:

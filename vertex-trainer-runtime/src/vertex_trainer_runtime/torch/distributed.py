@@ -9,6 +9,7 @@ Vertex's own ``WORLD_SIZE``/``RANK`` count nodes, so they are never used directl
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -227,6 +228,7 @@ def launch(job: Plan, argv: list[str], module: str) -> int:
     )
     # The node's local rank 0 records this replica's attempt in the job ledger from here on.
     os.environ.update(ledger.handover())
+    rendezvous = _timed_rendezvous() if job.nnodes > 1 else contextlib.nullcontext()
     # torchrun installs this handler once its workers started; until then SIGTERM ends the
     # launcher at once (nothing is saved before training, and rendezvous may wait long).
     original = getattr(torchrun_processes, "_terminate_process_handler", None)
@@ -234,7 +236,8 @@ def launch(job: Plan, argv: list[str], module: str) -> int:
     if forward is not None:
         torchrun_processes._terminate_process_handler = forward
     try:
-        run(parse_args([*options, "--module", module, *argv]))
+        with rendezvous:
+            run(parse_args([*options, "--module", module, *argv]))
         if forward is not None and forward.forwarded:
             logger.info("SIGTERM came after the workers' last step: they finished, exiting 0")
     except ChildFailedError as error:
@@ -253,3 +256,28 @@ def launch(job: Plan, argv: list[str], module: str) -> int:
         # follows (a traceback and exit 1). The workers are gone: a notice now changes nothing.
         preemption.Notice().install()
     return 0
+
+
+@contextlib.contextmanager
+def _timed_rendezvous() -> Iterator[None]:
+    """While the block runs, torchrun's agent hands the time its rendezvous took (the wait for
+    the other replicas' agents, before the workers exist) to its workers' job ledger through
+    their environment (``ledger.handover_wait``): waiting for peers, not start-up."""
+    from torch.distributed.elastic.agent.server import api as agent
+
+    original = getattr(agent.SimpleElasticAgent, "_rendezvous", None)
+    if original is None:  # another torch: the wait stays in start-up
+        yield
+        return
+
+    def rendezvous(self, worker_group):
+        began = time.time()
+        result = original(self, worker_group)
+        os.environ.update(ledger.handover_wait(began, time.time()))  # workers inherit it
+        return result
+
+    agent.SimpleElasticAgent._rendezvous = rendezvous
+    try:
+        yield
+    finally:
+        agent.SimpleElasticAgent._rendezvous = original

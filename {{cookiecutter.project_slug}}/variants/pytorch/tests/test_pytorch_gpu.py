@@ -167,7 +167,8 @@ def test_one_replica_trains_one_process_per_gpu(tiny_bert, tmp_path):
 
 def test_compiled_training_resumes_and_logs_model_flops(tiny_bert, csv_data, tmp_path):
     """``--torch-compile`` on a GPU: the losses of eager steps, checkpoints of the uncompiled
-    weights that a second run resumes from, and the speed with model-FLOPs use in the log."""
+    weights that a second run resumes from (with the compiler's cache), and the speed with
+    model-FLOPs use in the log."""
     job = tmp_path / "job"
     argv = [*base_args(tiny_bert, csv_data, job), "--max-steps=4", "--save-steps=2"]
     argv += ["--nproc-per-node=1", "--precision=fp32"]
@@ -192,6 +193,9 @@ def test_compiled_training_resumes_and_logs_model_flops(tiny_bert, csv_data, tmp
     # Resume the compiled run from its checkpoint: the state dict has no _orig_mod prefix.
     resumed = run(["--torch-compile", "--max-steps=6"])
     assert "Resuming from checkpoint-4" in resumed, resumed[-4000:]
+    # The compiler's cache, saved beside the first checkpoint, is what the restart compiles from.
+    assert "Saved torch.compile's cache" in compiled, compiled[-4000:]
+    assert "Loaded torch.compile's cache" in resumed, resumed[-4000:]
     newest = checkpoints.latest_complete(str(job / "checkpoints"))
     assert newest is not None and newest.path.endswith("checkpoint-6")
     _check_finite_losses(job)

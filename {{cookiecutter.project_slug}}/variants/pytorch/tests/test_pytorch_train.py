@@ -57,6 +57,24 @@ def test_scratch_model_on_synthetic_data_with_step_based_evaluation(tmp_path, ca
     spent = [message for message in messages if message.startswith("Time spent")]
     assert len(spent) == 1
     assert "in 3 checkpoints" in spent[0] and "in 3 evaluations" in spent[0], spent
+    # The job's goodput so far at the end, as the Keras variant writes it (goodput/*).
+    scalars = last_scalars(tmp_path / "job" / "logs")
+    assert scalars["goodput/attempts"] == (5, 1.0), scalars
+    assert 0 < scalars["goodput/goodput"][1] <= 1 and "goodput/paid_seconds" in scalars
+
+
+def last_scalars(folder) -> dict[str, tuple[int, float]]:
+    """Each TensorBoard scalar's last (step, value) in the event files under ``folder``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    found = {}
+    for path in sorted(folder.rglob("events.out.tfevents.*")):
+        events = EventAccumulator(str(path))
+        events.Reload()
+        for tag in events.Tags()["scalars"]:
+            last = events.Scalars(tag)[-1]
+            found[tag] = (last.step, last.value)
+    return found
 
 
 @pytest.mark.parametrize(

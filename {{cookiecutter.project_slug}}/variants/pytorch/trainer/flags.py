@@ -105,7 +105,8 @@ class Training:
         False,
         "compile the model with torch.compile (TrainingArguments.torch_compile): faster "
         "steps on a GPU after a compilation of about a minute; batches are padded to "
-        "multiples of 64 so that new lengths reuse the compiled graphs",
+        "multiples of 64 so that new lengths reuse the compiled graphs, and a restart reuses "
+        "them too (the compiler's cache is saved beside the checkpoints)",
         negatable=True,
     )
     torch_compile_mode: str = flag(

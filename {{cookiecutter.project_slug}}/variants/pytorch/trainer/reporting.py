@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from transformers import Trainer, TrainerCallback
-from vertex_trainer_runtime import cli, hptune, tracking
+from vertex_trainer_runtime import cli, hptune, ledger, tracking
 from vertex_trainer_runtime.context import OutputDir
 
 from trainer.metric import METRIC
@@ -76,6 +76,24 @@ def tensorboard_callbacks(directory: OutputDir) -> list[TrainerCallback]:
         logger.warning("No TensorBoard logs: %s", error)
         return []
     return [TensorBoardCallback(tb_writer=SummaryWriter(log_dir=path))]
+
+
+def write_goodput(directory: OutputDir, step: int) -> None:
+    """The job's goodput so far (its ledger: ``make report`` says where the rest went) as
+    ``goodput/*`` scalars at ``step``, like the Keras variant; nothing without a ledger."""
+    figures = ledger.figures()
+    if not figures:
+        return
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(log_dir=directory.local())
+    except (ImportError, cli.InputError) as error:
+        logger.warning("No goodput in TensorBoard: %s", error)
+        return
+    with writer:
+        for name, value in figures.items():
+            writer.add_scalar(f"goodput/{name}", value, step)
 
 
 def report_final_model(trainer: Trainer, report: ReportMetric) -> None:

@@ -238,7 +238,7 @@ def _train(flags: Flags, ctx: RunContext, work_dir: str) -> int:
     # Imported here: they import transformers' Trainer (seconds), which a replica that only
     # launches torchrun workers never uses.
     from vertex_trainer_runtime import tracking
-    from vertex_trainer_runtime.torch import preemption_hook
+    from vertex_trainer_runtime.torch import compile_cache, preemption_hook
 
     from trainer import reporting, resume
 
@@ -270,7 +270,10 @@ def _train(flags: Flags, ctx: RunContext, work_dir: str) -> int:
     mirror = resume.mirror(checkpoint_dir, minutes, KEEP_CHECKPOINTS, notice)
     board = ctx.tensorboard_dir if is_rank0 else None
     splits = (train_set, eval_set)
-    trainer = _trainer(flags, training_args, model, tokenizer, splits, [report, mirror], board)
+    callbacks = [report, mirror]
+    if flags.training.torch_compile:  # a restart reuses the graphs compiled before it
+        callbacks.append(compile_cache.CompileCache(checkpoint_dir))
+    trainer = _trainer(flags, training_args, model, tokenizer, splits, callbacks, board)
     preemption_hook.fit(trainer, notice, resume_from)
     reporting.report_final_model(trainer, report)
 
@@ -280,6 +283,8 @@ def _train(flags: Flags, ctx: RunContext, work_dir: str) -> int:
         models.export(trainer.model, tokenizer, ctx.model_dir.local(), staging, max_length)
         speed = trainer.throughput.summary()
         reporting.log_time_spent(speed)
+        if ctx.cluster.is_chief:
+            reporting.write_goodput(ctx.tensorboard_dir, trainer.state.global_step)
         # The exported model's accuracy (report_final_model), the time spent and the last speed.
         tracker.finish({METRIC: report.last_value, **speed})
     if dist.is_available() and dist.is_initialized():  # only in torchrun workers
