@@ -173,7 +173,7 @@ def test_failed_trials_stop_the_study_at_the_allowed_count(study):
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert (
-        "ERROR: the study stopped: 2 trials failed and hpt.max_failed_trial_count is 2"
+        "ERROR: the study stopped after 2 failed trials: hpt.max_failed_trial_count is 2"
         in done.stderr
     )
     journal = latest(study.root)

@@ -243,6 +243,46 @@ def hpt_trial(local_job):
 
 
 @pytest.fixture
+def local_study(vertex_project, tmp_path):
+    """``local_study(trainer_args, trials=, parallel=, **hpt)``: ``make tune-local`` on the
+    project's trainer, with vertex.yaml's ``hpt`` keys given replaced (``algorithm="grid"``,
+    ``parameters={...}``, ``max_failed_trial_count=1`` ...), in a study folder under
+    ``tmp_path``. Returns the finished process with ``.journal`` (``tune_local.journal``: each
+    trial's values, reports, state and final metric) and ``.folder``.
+    """
+    import sys
+
+    import yaml
+
+    from vertex_trainer_tools.tune_local import journal as journal_lib
+
+    def run(trainer_args: Sequence[str] = (), *, trials=None, parallel=None, **hpt):
+        config = vertex_project / CONFIG_FILE
+        if hpt:
+            data = yaml.safe_load(config.read_text(encoding="utf-8"))
+            data["hpt"].update(hpt)
+            config = tmp_path / "study.yaml"
+            config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        root = tmp_path / "studies"
+        command = [sys.executable, "-m", "vertex_trainer_tools", "tune-local"]
+        command += [f"--config={config}", f"--studies-root={root}"]
+        command += [f"--trials={trials}"] if trials else []
+        command += [f"--parallel={parallel}"] if parallel else []
+        done = subprocess.run(
+            [*command, "--", *trainer_args],
+            cwd=vertex_project,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        done.folder = (root / "latest").resolve()
+        done.journal = journal_lib.read(done.folder) if done.folder.is_dir() else None
+        return done
+
+    return run
+
+
+@pytest.fixture
 def serve_model():
     """``serve_model(model_dir, instances, **fields)``: the response, ``{"predictions": [...]}``, of
     the export in ``model_dir`` to the Vertex request ``{"instances": instances, **fields}``.

@@ -106,6 +106,11 @@ def command(args: argparse.Namespace) -> int:
     print(f"tune_local | study folder: {folder}/ (trials.md, best.json, study.png)", flush=True)
     if why and why != "interrupted":
         raise ToolError(why, exit_code=FAILED)
+    if top is None and not why and journal.trials:
+        raise ToolError(
+            f"the study ended with no completed trial: see {folder / 'trials.md'}",
+            exit_code=FAILED,
+        )
     if why:
         print("tune_local | interrupted: `make tune-local STUDY=latest` runs the rest", flush=True)
     return status

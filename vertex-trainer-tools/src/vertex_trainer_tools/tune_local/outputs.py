@@ -46,7 +46,8 @@ def markdown(table: list[dict[str, str]], metric: str) -> str:
     names = list(table[0])
     header = [metric if name == "metric" else name for name in names]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row[name] for name in names) + " |" for row in table]
+    cells = ([row[name].replace("|", "\\|") for name in names] for row in table)
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join(lines) + "\n"
 
 

@@ -123,8 +123,9 @@ class StudyRun:
             else f"hpt.max_failed_trial_count is 0 (Vertex decides): {DEFAULT_MAX_FAILED} here"
         )
         last = max(t.id for t in self.journal.trials.values() if t.state == "FAILED")
+        trials = "trial" if failed == 1 else "trials"
         return (
-            f"the study stopped: {failed} trials failed and {rule}; the last one's log: "
+            f"the study stopped after {failed} failed {trials}: {rule}; the last one's log: "
             f"{self.trials_folder / str(last) / 'log.txt'}"
         )
 
@@ -216,7 +217,7 @@ class StudyRun:
         if running is not None and running.stop_why and final is not None:
             state, why = "STOPPED", running.stop_why
         elif exit_code != 0:
-            state, why = "FAILED", f"local-run exited {exit_code}"
+            state, why = "FAILED", f"local-run exited {exit_code}{_last_error(trial, self)}"
         elif final is None:
             state, why = "FAILED", f"it reported no {self.hpt.metric_id} (hypertune)"
         else:
@@ -249,6 +250,17 @@ class StudyRun:
             seconds = round(time.monotonic() - running.started, 3)
             self.journal.append({"event": "run", "id": running.trial.id, "seconds": seconds})
         self.running.clear()
+
+
+def _last_error(trial: Trial, study: StudyRun) -> str:
+    """``: <the trial's last ERROR line>`` from its log, or nothing."""
+    try:
+        with open(study.trials_folder / str(trial.id) / "log.txt", encoding="utf-8") as handle:
+            lines = handle.read().splitlines()[-400:]
+    except (OSError, ValueError):
+        return ""
+    errors = [line.strip() for line in lines if "ERROR" in line]
+    return f": {errors[-1]}" if errors else ""
 
 
 def _trial_process(cpus: set[int] | None) -> None:
