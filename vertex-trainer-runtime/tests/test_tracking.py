@@ -69,20 +69,24 @@ def test_a_restarted_chief_resumes_the_run_submit_created():
     assert run["_metrics"] == {"accuracy": 0.5, "step": 1, "final_accuracy": 0.6}
 
 
-@pytest.mark.parametrize(
-    "options",
-    [{"is_chief": False}, {"is_chief": True, "trial": "3"}],
-    ids=["worker", "trial"],
-)
-def test_workers_and_tuning_trials_send_nothing(options, caplog):
-    caplog.set_level(logging.INFO, logger=tracking.__name__)
+def test_workers_send_nothing(caplog):
     with ExperimentsServer(experiments=("my-runs",)) as server:
-        tracker = tracking.start(ARGS, environ=job_env(server.url), **options)
+        tracker = tracking.start(ARGS, environ=job_env(server.url), is_chief=False)
         tracker.log_evaluation({"accuracy": 0.5}, 1)
         tracker.finish({"accuracy": 0.5})
     assert not server.requests and not tracker.enabled
-    if "trial" in options:
-        assert "Tuning trial 3: not tracked (Vertex gives tuning trials no run)" in caplog.text
+
+
+def test_a_tuning_trial_is_tracked_only_in_the_run_its_study_names(caplog):
+    """Vertex names a trial no run (nothing is sent); make tune-local names one per trial."""
+    caplog.set_level(logging.INFO, logger=tracking.__name__)
+    with ExperimentsServer(experiments=("my-runs",)) as server:
+        untracked = tracking.start(ARGS, is_chief=True, trial="3", environ={"CLOUD_ML_REGION": "x"})
+        assert not untracked.enabled and not server.requests
+        tracker = tracking.start(ARGS, environ=job_env(server.url), is_chief=True, trial="3")
+        tracker.finish({"accuracy": 0.5})
+    assert tracker.enabled and server.requests
+    assert "Tuning trial 3: tracked in the run its study named" in caplog.text
 
 
 def test_without_an_experiment_the_sdk_is_not_even_imported():

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from conftest import PROJECT
+from vertex_trainer_tools.experiments_stand_in import ExperimentsServer
 from vertex_trainer_tools.local_run.job import trial_values
 from vertex_trainer_tools.study import HptConfig
 from vertex_trainer_tools.tune_local import journal as journal_lib
@@ -38,6 +39,7 @@ parser.add_argument("--step-seconds", type=float, default=0.05)
 parser.add_argument("--fail-below", type=float, default=-1.0)  # exit 1 when x is below
 parser.add_argument("--silent-above", type=float, default=2.0)  # report nothing when x is above
 parser.add_argument("--state", required=True)
+parser.add_argument("--track", action="store_true")  # to the run the study names, if any
 args, _ = parser.parse_known_args()
 
 trial = json.loads(os.environ["CLUSTER_SPEC"])["task"]["trial"]
@@ -67,6 +69,11 @@ for step in range(start + 1, args.steps + 1):
     os.replace(progress + ".tmp", progress)
     if stopping:
         sys.exit(143)
+if args.track:
+    from vertex_trainer_runtime import tracking
+
+    tracker = tracking.start(args, is_chief=True, trial=trial)
+    tracker.finish({"score": quality})
 '''
 
 PARAMETERS = {
@@ -85,8 +92,9 @@ def study(tmp_path, monkeypatch):
     state.mkdir()
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
 
-    def configure(**hpt):
+    def configure(job=None, **hpt):
         data = yaml.safe_load((PROJECT / "vertex.yaml").read_text())
+        data["job"].update(job or {})
         data["hpt"] = {
             "display_name": "study-test",
             "metric": {"id": "score", "goal": "maximize"},
@@ -102,8 +110,8 @@ def study(tmp_path, monkeypatch):
         config.write_text(yaml.safe_dump(data, sort_keys=False))
         return config
 
-    def run(*options, trainer=(), background=False, **hpt):
-        config = configure(**hpt)
+    def run(*options, trainer=(), background=False, job=None, **hpt):
+        config = configure(job, **hpt)
         command = [sys.executable, "-m", "vertex_trainer_tools", "tune-local"]
         command += [f"--config={config}", "--module=study_trainer"]
         command += [f"--studies-root={tmp_path / 'studies'}", *options]
@@ -256,6 +264,23 @@ def test_a_killed_study_resumes_without_rerunning_finished_trials(study):
     assert starts(study.state, 1) == 1  # 0 finished trials run again
     resumed = (study.state / "trial-2.resumed").read_text().split()
     assert resumed[0] == "0" and int(resumed[-1]) >= 5  # trial 2 went on from its checkpoint
+
+
+def test_with_an_experiment_each_trial_is_a_run_of_it(study, monkeypatch):
+    job = {
+        "experiment": "study-runs",
+        "service_account": "trainer@demo-project.iam.gserviceaccount.com",
+    }
+    with ExperimentsServer(experiments=("study-runs",)) as server:
+        monkeypatch.setenv("VERTEX_API_ENDPOINT", server.url)
+        done = study("--trials=2", trainer=["--track"], job=job)
+        assert done.returncode == 0, done.stdout + done.stderr
+        journal = latest(study.root)
+        for trial in journal.trials.values():
+            logged = server.store.run("study-runs", f"{journal.folder.name}-{trial.id}")
+            assert logged["_params"]["x"] == float(trial.values["x"]), logged
+            assert logged["_metrics"]["final_score"] == pytest.approx(trial.final)
+            assert logged["_state"] == "COMPLETE"
 
 
 def _alive(state: Path, trial: int) -> bool:

@@ -13,11 +13,12 @@ run, passes it as ``experiment_run`` and puts both names, as full resource names
 the project and region), in the job's env; a plain name takes them from ``CLOUD_ML_PROJECT_ID``
 and ``CLOUD_ML_REGION``.
 
-Tuning trials are not tracked: ``HyperparameterTuningJob.run`` takes no experiment, so Vertex
-gives a trial no run. Only the chief logs. ``google-cloud-aiplatform`` is imported only when an
-experiment is set, so the image needs it then (Google's Deep Learning Containers include it).
-Any failure of the API costs one warning line and turns tracking off; it never fails the
-training run (an unreachable API: after the SDK's retries, up to 120 s, once).
+Tuning trials on Vertex are not tracked: ``HyperparameterTuningJob.run`` takes no experiment,
+so Vertex names a trial no run; ``make tune-local`` names one per trial (``<study>-<trial>``),
+which is tracked like a job's. Only the chief logs. ``google-cloud-aiplatform`` is imported
+only when an experiment is set, so the image needs it then (Google's Deep Learning Containers
+include it). Any failure of the API costs one warning line and turns tracking off; it never
+fails the training run (an unreachable API: after the SDK's retries, up to 120 s, once).
 """
 
 from __future__ import annotations
@@ -195,9 +196,8 @@ def start(
     names = parse_names(environ)
     if names is None or not is_chief:
         return NoTracker()
-    if trial is not None:
-        logger.info("Tuning trial %s: not tracked (Vertex gives tuning trials no run)", trial)
-        return NoTracker()
+    if trial is not None:  # Vertex gives a tuning trial no run; make tune-local gives one
+        logger.info("Tuning trial %s: tracked in the run its study named", trial)
     project, location, experiment, run = names
     if not project or not location:
         logger.warning(

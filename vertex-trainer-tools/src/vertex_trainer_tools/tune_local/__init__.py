@@ -81,6 +81,7 @@ def command(args: argparse.Namespace) -> int:
             trials=args.trials or spec["trials"],
             parallel=min(args.parallel or spec["parallel"], args.trials or spec["trials"]),
             seed=spec["seed"],
+            trial_env=_experiment_runs(cfg, folder),
         )
         counts = journal.counts()
         kept = counts["SUCCEEDED"] + counts["STOPPED"] + counts["FAILED"]
@@ -114,6 +115,20 @@ def command(args: argparse.Namespace) -> int:
     if why:
         print("tune_local | interrupted: `make tune-local STUDY=latest` runs the rest", flush=True)
     return status
+
+
+def _experiment_runs(cfg, folder: Path):
+    """With ``job.experiment``: each trial's Experiment run, ``<study folder>-<trial id>``,
+    named to its trainer as ``make submit`` names a job's run (the trainer makes it if missing,
+    and resumes it when the trial runs again). Vertex gives a tuning trial no run."""
+    if not cfg.job.experiment:
+        return None
+    from vertex_trainer_tools import render
+
+    def env(trial: int) -> dict[str, str]:
+        return render.experiment_env(cfg, render.experiment_run(cfg, f"{folder.name}-{trial}"))
+
+    return env
 
 
 def _say(line: str) -> None:

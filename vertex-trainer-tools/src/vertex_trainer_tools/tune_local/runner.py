@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -43,6 +44,7 @@ class Settings:
     trials: int  # the budget: max_trial_count, or TRIALS
     parallel: int  # parallel_trial_count, or PARALLEL
     seed: int = 0
+    trial_env: Callable[[int], dict[str, str]] | None = None  # a trial's own variables
 
 
 @dataclass
@@ -160,6 +162,8 @@ class StudyRun:
         self.say(f"tune_local | trial {trial.id} starts{again}: {flags}")
         log = open(folder / "log.txt", "a", encoding="utf-8")
         env = dict(os.environ)
+        if self.settings.trial_env is not None:  # its Experiment run, with job.experiment
+            env.update(self.settings.trial_env(trial.id))
         if self.settings.parallel > 1:
             env.setdefault("OMP_WAIT_POLICY", "passive")  # spinning threads starve the other
         process = subprocess.Popen(
