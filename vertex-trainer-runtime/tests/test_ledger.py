@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from vertex_trainer_runtime import ledger, runtime, speed
+from vertex_trainer_runtime import goodput, ledger, runtime, speed
 
 
 def records(folder) -> list[dict]:
@@ -171,3 +171,54 @@ def test_the_end_of_a_run_knows_the_jobs_goodput_so_far(opened, caplog):
     caplog.set_level("INFO")
     current.close(0)
     assert any(r.getMessage().startswith("Job ledger: goodput") for r in caplog.records)
+
+
+KILLED_AT = """
+import os, signal, sys, time
+from vertex_trainer_runtime.ledger import Ledger
+folder, restored, killed_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ledger = Ledger(folder, "workerpool0-0", seconds=3600).open()  # one batch an hour: no help
+ledger.record("step_start_time", step_count=restored)
+deadline = time.monotonic() + 30
+while not os.path.isdir(folder) or not any(n.endswith(".progress") for n in os.listdir(folder)):
+    assert time.monotonic() < deadline, "no progress file"  # made with the first batch
+    time.sleep(0.01)
+for step in range(restored + 1, killed_at + 1):
+    time.sleep(0.002)
+    ledger.step = step  # what a trainer does per step
+    if step % 10 == 0:
+        ledger.steps(step - 9, step, 0.02)
+os.kill(os.getpid(), signal.SIGKILL)  # at a step no batch has seen
+"""
+
+
+def test_lost_steps_are_exact_after_a_kill_9_between_batches(tmp_path):
+    """Killed at step 57 after resuming from 20, the next attempt resumes from checkpoint 40:
+    17 steps are lost, though the last batch written says only the first step."""
+    folder = tmp_path / ledger.FOLDER
+    killed = subprocess.run([sys.executable, "-c", KILLED_AT, str(folder), "20", "57"])
+    assert killed.returncode == -signal.SIGKILL
+    assert max(r.get("step", 0) for r in records(folder)) < 57  # the batches do not know
+    time.sleep(0.01)
+    rerun = ledger.Ledger(str(folder), "workerpool0-0", seconds=3600, started=time.time()).open()
+    rerun.record("step_start_time", step_count=40)
+    rerun.step = 60
+    rerun.close(0)
+    found = goodput.read_folder(str(folder))
+    goodput.account(found)
+    first, second = found.attempts
+    assert first.reached == 57 and first.lost_steps == 17
+    assert second.lost_steps == 0 and first.ended == "no end record (killed?)"
+
+
+def test_a_damaged_progress_file_is_ignored(tmp_path):
+    folder = tmp_path / ledger.FOLDER
+    current = ledger.Ledger(str(folder), "workerpool0-0", seconds=3600).open()
+    current.record("step_start_time", step_count=0)
+    current.flush()
+    current.step = 5
+    current.close(0)
+    (mark,) = folder.glob("*.progress")
+    mark.write_bytes(b"\xff" * 3)
+    (attempt,) = goodput.read_folder(str(folder)).attempts
+    assert attempt.reached == 5  # from the exit's record

@@ -17,9 +17,11 @@ import json
 import math
 import os
 import statistics
+import struct
 from dataclasses import dataclass, field
 
 # Where an attempt's wall time went; "other" is the rest (shutdown, export, what no record holds).
+PROGRESS = struct.Struct("<qd")  # the ledger's progress file: the step reached and its time
 CATEGORIES = ("startup", "compile", "productive", "evaluation", "checkpoint", "waiting", "lost")
 CATEGORIES += ("other",)
 HEADINGS = ("start-up", *CATEGORIES[1:-1])
@@ -112,6 +114,12 @@ def parse(texts: dict[str, bytes]) -> Ledger:
     skipped = 0
     for name, data in texts.items():
         parts = name.split(".")
+        if len(parts) == 4 and parts[3] == "progress":
+            mark = _progress(data)
+            if mark is not None:
+                attempts.setdefault((parts[0], parts[1]), Attempt(parts[0], parts[1]))
+                attempts[(parts[0], parts[1])].records.append(mark)
+            continue
         if len(parts) != 5:
             continue  # not a batch of the ledger
         replica, key = parts[0], parts[1]
@@ -134,11 +142,21 @@ def parse(texts: dict[str, bytes]) -> Ledger:
     return Ledger(found, skipped, len(texts))
 
 
+def _progress(data: bytes) -> dict | None:
+    """The progress file's record (the step an attempt reached, exact after a kill -9)."""
+    if len(data) != PROGRESS.size:
+        return None
+    step, when = PROGRESS.unpack(data)
+    if step < 0 or not math.isfinite(when) or when <= 0:
+        return None
+    return {"event": "progress", "time": when, "step": float(step)}
+
+
 def read_folder(folder: str) -> Ledger:
     """The ledger in a local (or /gcs/) folder; no attempts when there is none."""
     if not os.path.isdir(folder):
         return Ledger([], 0, 0)
-    names = sorted(n for n in os.listdir(folder) if n.endswith(".jsonl"))
+    names = sorted(n for n in os.listdir(folder) if n.endswith((".jsonl", ".progress")))
     texts = {}
     for name in names:
         with open(os.path.join(folder, name), "rb") as handle:

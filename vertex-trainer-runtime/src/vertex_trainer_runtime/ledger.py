@@ -9,14 +9,18 @@ mount, where appending to a file would rewrite the whole object). A batch is wri
 ``VERTEX_TRAINER_LEDGER_SECONDS`` (default 15; 0 turns the ledger off) when there is news, and
 at once for the first step, a checkpoint, a preemption notice and the exit; nothing before the
 first step (a run refused for bad input leaves no folder). A ``kill -9`` loses at most the last
-batch; a torn last line is skipped by the reader. A resume never reads the ledger.
+batch; a torn last line is skipped by the reader. Where the folder is on a local disk (every run
+of the emulator), the step reached is also kept in a 16-byte memory-mapped file per attempt
+(``<replica>.<attempt>.<pid>.progress``: the step and its time), a store to memory per step that
+the kernel keeps when the process is killed: the report's lost steps after a ``kill -9`` are then
+exact. A resume never reads the ledger.
 
 The events keep the names and meanings of Google's ``ml-goodput-measurement`` where it has one
 (``job_start_time``, ``step_start_time`` with ``step_count``, ``job_end_time``), so its figures
 and ours agree; ``steps`` (a range of steps and its seconds), ``pause`` (evaluation, checkpoint),
 ``peer_wait``, ``progress``, ``preemption_notice`` and ``checkpoint_published`` are ours. The
-recording calls cost an attribute update or a list append: no clock read and no file operation
-per step.
+recording calls cost an attribute update or a list append (and the progress file's store): no
+file operation per step.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import contextlib
 import json
 import logging
 import math
+import mmap
 import os
 import threading
 import time
@@ -42,6 +47,8 @@ WAITED_ENV = "VERTEX_TRAINER_LEDGER_WAITED"  # the launcher's wait for its peers
 DEFAULT_SECONDS = 15.0
 BAD_INPUT = 2  # the trainer's exit code for bad input (trainer/task.py)
 URGENT = frozenset({"step_start_time", "checkpoint_published", "preemption_notice", "job_end_time"})
+PROGRESS = goodput.PROGRESS  # the progress file: the step reached and its time
+FUSE_ROOT = "/gcs/"  # Cloud Storage FUSE uploads a file when it is closed: no progress file
 
 
 def process_start_time() -> float:
@@ -75,7 +82,8 @@ class Ledger:
         self.clock = clock
         self.started = process_start_time() if started is None else started
         self.attempt = f"{int(self.started * 1000):013d}"  # with the pid, unique per process
-        self.step = 0  # the training progress: set per step, written with each batch
+        self._step = 0  # the training progress: set per step, written with each batch
+        self._mark: mmap.mmap | None = None  # the progress file, once the folder exists
         self._written_step = 0
         self._pending: list[dict] = []
         self._batch = 0
@@ -90,6 +98,17 @@ class Ledger:
         self.record("training_prep_start_time")
         self._thread.start()
         return self
+
+    @property
+    def step(self) -> int:
+        return self._step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        """Set per step by the trainers' callbacks: a store into the progress file's memory."""
+        self._step = value
+        if self._mark is not None:
+            PROGRESS.pack_into(self._mark, 0, value, self.clock())
 
     def record(self, event: str, at: float | None = None, **fields) -> None:
         """Keep one record, of now or of ``at``; written with the next batch (at once for
@@ -161,6 +180,23 @@ class Ledger:
         except OSError as error:  # the ledger must never stop the training: it stops instead
             logger.warning("Job ledger: cannot write %s (%s): no more records", path, error)
             self._closed = True
+            return
+        if self._mark is None and not self.folder.startswith(FUSE_ROOT):
+            self._open_mark()
+
+    def _open_mark(self) -> None:
+        """The progress file: its memory is the attempt's last step, even after a kill -9."""
+        name = f"{self.replica}.{self.attempt}.{os.getpid()}.progress"
+        try:
+            with open(os.path.join(self.folder, name), "x+b") as handle:
+                handle.write(PROGRESS.pack(self._step, self.clock()))
+                handle.flush()
+                mark = mmap.mmap(handle.fileno(), PROGRESS.size)
+        except (OSError, ValueError) as error:  # the batches still say where training got
+            logger.debug("Job ledger: no progress file (%s)", error)
+            return
+        PROGRESS.pack_into(mark, 0, self._step, self.clock())
+        self._mark = mark
 
 
 class _Off:

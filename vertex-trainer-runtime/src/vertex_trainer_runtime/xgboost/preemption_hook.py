@@ -16,7 +16,7 @@ import threading
 import numpy as np
 from xgboost.callback import TrainingCallback
 
-from vertex_trainer_runtime import preemption
+from vertex_trainer_runtime import ledger, preemption
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class StopOnNotice(TrainingCallback):
         self.distributed = distributed
         # Read once, not every round: 0 outside the drills.
         self.drill_pause = preemption.drill_step_seconds()
+        self.ledger = ledger.current()  # the rounds reached: exact in the report after a kill
 
     def before_iteration(self, model, epoch, evals_log) -> bool:
         if self.drill_pause:  # drills only: the round's work at a real round time
@@ -45,6 +46,7 @@ class StopOnNotice(TrainingCallback):
         return False
 
     def after_iteration(self, model, epoch, evals_log) -> bool:
+        self.ledger.step = model.num_boosted_rounds()  # the booster's count: no device read
         if not self.distributed and not self.notice.received:
             return False  # the common round on one replica: nothing to agree on
         flag = int(self.notice.received)
