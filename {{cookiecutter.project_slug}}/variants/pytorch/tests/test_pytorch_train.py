@@ -59,6 +59,7 @@ def test_scratch_model_on_synthetic_data_with_step_based_evaluation(tmp_path, ca
     assert "in 3 checkpoints" in spent[0] and "in 3 evaluations" in spent[0], spent
     # The job's goodput so far at the end, as the Keras variant writes it (goodput/*).
     scalars = last_scalars(tmp_path / "job" / "logs")
+    assert scalars["eval/accuracy"][0] == 5, scalars  # the final model's, in the job's logs
     assert scalars["goodput/attempts"] == (5, 1.0), scalars
     assert 0 < scalars["goodput/goodput"][1] <= 1 and "goodput/paid_seconds" in scalars
 

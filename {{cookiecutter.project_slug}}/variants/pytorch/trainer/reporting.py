@@ -75,7 +75,18 @@ def tensorboard_callbacks(directory: OutputDir) -> list[TrainerCallback]:
     except (ImportError, cli.InputError) as error:
         logger.warning("No TensorBoard logs: %s", error)
         return []
-    return [TensorBoardCallback(tb_writer=SummaryWriter(log_dir=path))]
+
+    class KeepWriterOpen(TensorBoardCallback):
+        """Hugging Face's callback closes its writer when training ends, and the final model's
+        evaluation (``report_final_model``) that follows would open a new one in the scratch
+        output folder: its metrics would miss the job's TensorBoard. Flushed here instead; the
+        writer closes with the process."""
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.tb_writer is not None:
+                self.tb_writer.flush()
+
+    return [KeepWriterOpen(tb_writer=SummaryWriter(log_dir=path))]
 
 
 def write_goodput(directory: OutputDir, step: int) -> None:
