@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -98,7 +99,7 @@ def main() -> None:
     result = {
         "framework": args.framework,
         "trials": args.trials,
-        "cpus": len(__import__("os").sched_getaffinity(0)),
+        "cpus": len(os.sched_getaffinity(0)),
         "seconds_parallel_1": runs[1],
         "seconds_parallel_2": runs[2],
         "speedup_parallel_2": round(one / two, 3),
@@ -109,7 +110,8 @@ def main() -> None:
     Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
     print(
-        f"PARALLEL=2 / PARALLEL=1: {one / two:.2f}x (target >= 1.3x); best {best:.6g} vs default {default:.6g}"
+        f"PARALLEL=2 / PARALLEL=1: {one / two:.2f}x (target >= 1.3x); "
+        f"best {best:.6g} vs default {default:.6g}"
     )
 
 
