@@ -15,7 +15,10 @@ The template's own run (``make test``) does not collect this folder (``norecurse
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 PROJECT = Path(os.environ["PROJECT_UNDER_TEST"]).resolve()
@@ -36,3 +39,19 @@ def copy_with_latest_job(project: Path) -> Path:
     shutil.copytree(latest, target / latest.name, symlinks=True)
     shutil.copy2(jobs / "latest", target / "latest", follow_symlinks=False)
     return (target / "latest").resolve()
+
+
+def run_as_typed(command: str, project: Path, timeout: float = 1500) -> subprocess.CompletedProcess:
+    """``command`` as a user types it in ``project``, with this test's Python first on PATH and
+    as the Makefile's PYTHON; it must succeed."""
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    env["PYTHON"] = sys.executable  # the Makefile's PYTHON ?= python
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # as typed in a shell, not a sub-make
+        env.pop(name, None)
+    result = subprocess.run(
+        shlex.split(command), cwd=project, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, (
+        f"{command} exited {result.returncode}\n{result.stdout[-5000:]}\n{result.stderr[-3000:]}"
+    )
+    return result

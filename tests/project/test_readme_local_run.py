@@ -11,17 +11,15 @@ model in it, ``latest`` pointing at it, the kill drill firing, ``RESUME=latest``
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import COPY_IGNORE, DEMO_OUTPUT, PROJECT, copy_with_latest_job
+from conftest import COPY_IGNORE, DEMO_OUTPUT, PROJECT, copy_with_latest_job, run_as_typed
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -60,18 +58,7 @@ def test_the_section_shows_the_everyday_runs():
 
 
 def run(command: str, project: Path) -> subprocess.CompletedProcess:
-    python_dir = os.path.dirname(sys.executable)
-    env = {**os.environ, "PATH": python_dir + os.pathsep + os.environ.get("PATH", "")}
-    env["PYTHON"] = sys.executable  # the Makefile's PYTHON ?= python
-    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # as typed in a shell, not a sub-make
-        env.pop(name, None)
-    result = subprocess.run(
-        shlex.split(command), cwd=project, env=env, capture_output=True, text=True, timeout=1500
-    )
-    assert result.returncode == 0, (
-        f"{command} exited {result.returncode}\n{result.stdout[-5000:]}\n{result.stderr[-3000:]}"
-    )
-    return result
+    return run_as_typed(command, project)
 
 
 def job_folder(output: str) -> Path:

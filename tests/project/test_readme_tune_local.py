@@ -5,17 +5,13 @@ which finds every trial finished and runs none again."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import COPY_IGNORE, PROJECT
+from conftest import COPY_IGNORE, PROJECT, run_as_typed
 
 pytestmark = [pytest.mark.slow]
 
@@ -36,26 +32,11 @@ def section_commands() -> list[str]:
 COMMANDS = section_commands()
 
 
-def run(command: str, project: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env["PYTHON"] = sys.executable  # the Makefile's PYTHON ?= python
-    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # as typed in a shell, not a sub-make
-        env.pop(name, None)
-    result = subprocess.run(
-        shlex.split(command), cwd=project, env=env, capture_output=True, text=True, timeout=1500
-    )
-    assert result.returncode == 0, (
-        f"{command} exited {result.returncode}\n{result.stdout[-5000:]}\n{result.stderr[-3000:]}"
-    )
-    return result
-
-
 def test_a_short_study_and_its_resume_run_as_written(tmp_path):
     assert COMMANDS == ["make tune-local TRIALS=4 PARALLEL=2", "make tune-local STUDY=latest"]
     project = tmp_path / PROJECT.name
     shutil.copytree(PROJECT, project, ignore=COPY_IGNORE, symlinks=True)
-    study = run(COMMANDS[0], project).stdout
+    study = run_as_typed(COMMANDS[0], project).stdout
     folder = (project / "outputs" / "studies" / "latest").resolve()
     rows = (folder / "trials.csv").read_text(encoding="utf-8").splitlines()
     assert len(rows) == 5 and all(",SUCCEEDED," in row for row in rows[1:]), study
@@ -66,6 +47,6 @@ def test_a_short_study_and_its_resume_run_as_written(tmp_path):
         assert (folder / "trials" / str(trial) / str(trial) / "model").is_dir()
     logs = {path: path.read_text() for path in folder.glob("trials/*/log.txt")}
 
-    again = run(COMMANDS[1], project).stdout
+    again = run_as_typed(COMMANDS[1], project).stdout
     assert "4 finished trials kept" in again and "starts" not in again
     assert {path: path.read_text() for path in logs} == logs  # no trial ran again

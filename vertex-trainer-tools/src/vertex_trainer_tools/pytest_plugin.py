@@ -149,6 +149,34 @@ def experiment_run():
         yield TrackedRun(server)
 
 
+# sitecustomize code (the ``sitecustomize`` fixture) that holds a pool's replicas at their start,
+# before anything else runs in them (under torchrun: their launcher, not its workers).
+HOLD_AT_START = """
+import json, os, time
+task = (json.loads(os.environ.get("CLUSTER_SPEC") or "null") or dict()).get("task") or dict()
+if task.get("type") == POOL and "LOCAL_RANK" not in os.environ:
+    time.sleep(SECONDS)
+"""
+
+
+def hold_at_start(seconds: float, pool: str = "workerpool1") -> str:
+    """``sitecustomize`` code that holds ``pool``'s replicas ``seconds`` at their start: the
+    others' wait for them shows in the job ledger as waiting for peers."""
+    return HOLD_AT_START.replace("POOL", repr(pool)).replace("SECONDS", repr(float(seconds)))
+
+
+def job_ledger(job: LocalJob) -> goodput.Ledger:
+    """The job's ledger, accounted: ``make report``'s figures per attempt of each replica."""
+    found = report.read_ledger(str(job.output_dir))
+    goodput.account(found)
+    return found
+
+
+def first_attempts(found: goodput.Ledger, *replicas: str) -> list[goodput.Attempt]:
+    """The first attempt of each of ``replicas`` in an accounted ledger (``job_ledger``)."""
+    return [next(a for a in found.attempts if a.replica == name) for name in replicas]
+
+
 @pytest.fixture(scope="session")
 def vertex_project(pytestconfig) -> Path:
     """The project under test: the folder with vertex.yaml at or above pytest's rootdir."""

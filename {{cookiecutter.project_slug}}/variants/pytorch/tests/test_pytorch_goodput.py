@@ -9,18 +9,13 @@ import pytest
 from conftest import base_args
 from vertex_trainer_runtime import goodput
 from vertex_trainer_tools import report
+from vertex_trainer_tools.pytest_plugin import first_attempts, hold_at_start, job_ledger
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
 HOLD_S = 12.0
-# Installed on the replicas' path: the worker replica's launcher (not its torchrun workers)
-# sleeps before anything else.
-HOLD = """
-import json, os, time
-task = (json.loads(os.environ.get("CLUSTER_SPEC") or "null") or dict()).get("task") or dict()
-if task.get("type") == "workerpool1" and "LOCAL_RANK" not in os.environ:
-    time.sleep(HOLD_S)
-""".replace("HOLD_S", str(HOLD_S))
+# The worker replica waits this long at its start, before anything else runs in it.
+HOLD = hold_at_start(HOLD_S)
 
 
 def test_a_replica_held_at_its_start_is_the_other_ones_wait(
@@ -30,12 +25,8 @@ def test_a_replica_held_at_its_start_is_the_other_ones_wait(
     args += ["--checkpoint-minutes=0", "--max-steps=2"]
     job = local_job(tmp_path / "job", args, replicas=2, env=sitecustomize(HOLD))
     assert job.returncode == 0, job.tail()
-    found = report.read_ledger(str(job.output_dir))
-    goodput.account(found)
-    chief, worker = (
-        next(attempt for attempt in found.attempts if attempt.replica == name)
-        for name in ("workerpool0-0", "workerpool1-0")
-    )
+    found = job_ledger(job)
+    chief, worker = first_attempts(found, "workerpool0-0", "workerpool1-0")
     # Both waits end when the last agent joins; the chief waited for the held worker.
     waits = [attempt.of("peer_wait") for attempt in (chief, worker)]
     assert all(w and w[0]["what"] == "torchrun's rendezvous" for w in waits), waits
