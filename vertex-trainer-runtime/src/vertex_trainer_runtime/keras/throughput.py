@@ -45,8 +45,12 @@ class Throughput(keras.callbacks.Callback):
         every_steps: int,
         timings: Timings,
         log_dir: str | None = None,
+        chief: bool = True,
     ):
         super().__init__()
+        # Every task times its steps for its lane of the job ledger (its VM is paid too); only
+        # the chief counts the model's FLOPs and logs the job's speed.
+        self.chief = chief
         # Keras may hand on_train_batch_end its tensors as they are: they are never read here.
         self._supports_tf_logs = True
         self.global_batch = global_batch
@@ -67,7 +71,7 @@ class Throughput(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.step = int(self.model.optimizer.iterations.numpy())  # once per fit
         self._ledger = ledger.current()  # its progress: an attribute set per step
-        if not self._counted:  # before the clock starts: start-up, not the first step
+        if not self._counted and self.chief:  # before the clock starts: start-up
             self._count_flops()
         self.timings.start(self.step)
         self._first_step_done = False
@@ -83,10 +87,11 @@ class Throughput(keras.callbacks.Callback):
         self._ledger.step = self.step
         if not self._first_step_done:
             first = self.timings.lap(self.step).seconds
-            self._record_flops(1)
             self.first_steps_seconds += first
-            logger.info("First step %.2f s (tracing and compiling the step function)", first)
             self._first_step_done = True
+            if self.chief:
+                self._record_flops(1)
+                logger.info("First step %.2f s (tracing and compiling the step function)", first)
             return
         if self.step - self.timings.mark[1] >= self.every_steps:
             self._report()
@@ -137,6 +142,10 @@ class Throughput(keras.callbacks.Callback):
     def _report(self) -> None:
         lap = self.timings.lap(self.step).without_pauses()
         interval = speed.Interval(lap.steps, max(lap.seconds, 1e-9))
+        if not self.chief:  # the lap is this task's steps in its ledger: nothing to log
+            self.measured += interval
+            self._epoch += interval
+            return
         figures = self._figures(interval)
         self._record_flops(interval.steps)
         if self.example_flops is not None:

@@ -31,6 +31,8 @@ def test_a_replica_held_at_its_start_is_the_other_ones_wait(tmp_path, local_job,
     # The chief waited in the strategy's start for the held worker, which did not wait.
     assert chief.seconds["waiting"] > HOLD_S / 2 + worker.seconds["waiting"], chief.seconds
     assert worker.seconds["startup"] >= HOLD_S, "the held replica's own start-up"
+    # Every task's VM is paid for: the worker's steps are its lane's productive time too.
+    assert worker.seconds["productive"] > 0 and not worker.of("model_flops"), worker.seconds
     joined = [attempt.of("peer_wait")[0]["time"] for attempt in (chief, worker)]
     assert abs(joined[0] - joined[1]) < 2, joined
 

@@ -119,8 +119,9 @@ def run(flags: Flags, ctx: RunContext) -> int:
         state, flags.shared.checkpoint_minutes, notice
     )
     evaluation = _evaluation(classifier, eval_source, flags, ctx, notice, tracker, timings)
+    board = ctx.tensorboard_dir.uri if cluster.is_chief else None
     speed = throughput.Throughput(
-        global_batch, flags.speed.logging_steps, timings, ctx.tensorboard_dir.uri
+        global_batch, flags.speed.logging_steps, timings, board, chief=cluster.is_chief
     )
     callbacks = _callbacks(checkpointing, evaluation, speed, ctx)
     fit = _fitter(
@@ -208,9 +209,10 @@ def _evaluation(classifier, eval_source, flags: Flags, ctx, notice, tracker, tim
 def _callbacks(checkpointing, evaluation, speed, ctx: RunContext) -> list:
     """The epoch's checkpoint is saved before its evaluation (a notice during a long evaluation
     finds it saved); the logs get val_* before TensorBoard writes them. The speed is measured
-    first at each batch's end, before the other callbacks' work."""
+    first at each batch's end, before the other callbacks' work (on every task: its steps are
+    its lane of the job ledger)."""
     if not ctx.cluster.is_chief:
-        return [checkpointing, evaluation]
+        return [speed, checkpointing, evaluation]
     tensorboard = keras.callbacks.TensorBoard(
         log_dir=ctx.tensorboard_dir.uri, update_freq="epoch", profile_batch=0
     )
