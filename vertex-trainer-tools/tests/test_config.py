@@ -235,6 +235,40 @@ def test_get_command_prints_one_value_for_the_makefile(tmp_path):
         ),
         (lambda d: d["hpt"].update(parallel_trial_count=99), "must not exceed max_trial_count"),
         (lambda d: d["job"]["scheduling"].update(spot="yes"), "expected true or false"),
+        (
+            lambda d: d["hpt"].update(early_stopping="soon"),
+            "hpt.early_stopping: expected one of none, median",
+        ),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(A100, accelerator_count=2),
+            "worker_pools[0].accelerator_count: a partitioned GPU pool has accelerator_count 1",
+        ),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(A100, gpu_partition_size="1g.18gb"),
+            "'1g.18gb' is not a MIG size of NVIDIA_TESLA_A100: 1g.5gb, 1g.10gb, 2g.10gb",
+        ),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(gpu_partition_size="1g.10gb"),
+            "has no MIG partitions (GPUs with them: NVIDIA_TESLA_A100",
+        ),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(nfs_mounts=[NFS]),
+            "worker_pools[0].nfs_mounts: NFS and Lustre shares are reached through the "
+            "job's VPC: set job.network",
+        ),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(nfs_mounts=[{**NFS, "path": "data"}]),
+            "nfs_mounts[0].path: the exported path, starting with /",
+        ),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(lustre_mounts=[{"mount_point": "x"}]),
+            "lustre_mounts[0].instance_ip: required for a Managed Lustre mount",
+        ),
+        (
+            lambda d: d["job"]["worker_pools"][0].update(machine_type="ct6e-standard-4t"),
+            "worker_pools[0].machine_type: TPU v6e (Trillium) and TPU7x (Ironwood) are not "
+            "offered by Vertex AI custom training: they run on GKE",
+        ),
     ],
 )
 def test_each_problem_is_one_line_naming_the_key(change, expected):
@@ -325,6 +359,37 @@ def test_a_primary_pool_of_several_replicas_is_one_located_line(tmp_path):
         f"{path}:{where}: job.worker_pools[0].replica_count: must be 1 for the primary pool "
         "(e.g. 1): more replicas go to worker_pools[1]"
     )
+
+
+A100 = {
+    "machine_type": "a2-highgpu-1g",
+    "accelerator_type": "NVIDIA_TESLA_A100",
+    "accelerator_count": 1,
+    "gpu_partition_size": "1g.10gb",
+}
+NFS = {"server": "10.0.0.2", "path": "/exports/data", "mount_point": "data"}
+LUSTRE = {
+    "instance_ip": "10.0.0.3",
+    "volume_handle": "p/us-central1-a/lustre",
+    "filesystem": "lustrefs",
+    "mount_point": "data",  # /mnt/lustre/data: beside /mnt/nfs/data
+}
+
+
+def test_gpu_partitions_and_shared_file_systems_reach_the_request():
+    from google.cloud import aiplatform_v1
+
+    from vertex_trainer_tools import render
+
+    data = real_values(RAW)
+    data["job"]["worker_pools"][0].update(A100, nfs_mounts=[NFS], lustre_mounts=[LUSTRE])
+    data["job"]["network"] = "projects/123456789012/global/networks/default"
+    cfg = parse(data)
+    (spec,) = render.worker_pool_specs(cfg, "us-docker.pkg.dev/p/r/i:t", [])
+    pool = aiplatform_v1.WorkerPoolSpec(spec)  # the API's own message: no unknown field
+    assert pool.machine_spec.gpu_partition_size == "1g.10gb"
+    assert [m.mount_point for m in pool.nfs_mounts] == ["data"]
+    assert pool.lustre_mounts[0].filesystem == "lustrefs"
 
 
 def test_duplicate_keys_are_refused_with_both_lines(tmp_path):

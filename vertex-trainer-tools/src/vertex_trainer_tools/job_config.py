@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, StrictBool
 
-from vertex_trainer_tools import contract, schema
+from vertex_trainer_tools import contract, pool_options, schema
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import vertex_limits as limits
 from vertex_trainer_tools.gcp_names import ACCELERATOR_RE, MACHINE_RE, NETWORK, NETWORK_RE
@@ -53,6 +53,9 @@ class WorkerPool(Model):
     boot_disk_type: Literal[DISK_TYPES] = "pd-ssd"
     boot_disk_size_gb: Int = example(100, 100, ge=10, le=schema.INT32_MAX)
     image_uri: str = ""  # another image for this pool only (e.g. Reduction Server)
+    gpu_partition_size: str = example("1g.10gb", "")  # MIG instances of this size (pool_options)
+    nfs_mounts: tuple[pool_options.NfsMount, ...] = ()  # at /mnt/nfs/<mount_point>
+    lustre_mounts: tuple[pool_options.LustreMount, ...] = ()  # at /mnt/lustre/<mount_point>
 
     @property
     def empty(self) -> bool:
@@ -63,6 +66,15 @@ class WorkerPool(Model):
             return
         if self.replica_count > limits.MAX_REPLICAS:
             yield "replica_count", limits.replica_problem(self.replica_count)
+        unoffered = pool_options.unoffered_tpu(self.machine_type, self.accelerator_type)
+        if unoffered:
+            yield "machine_type", unoffered
+            return
+        found = pool_options.partition_problem(
+            self.gpu_partition_size, self.accelerator_type, self.accelerator_count
+        )
+        if found:
+            yield found
         count_why = names.count_problem(self.accelerator_type, self.accelerator_count)
         if count_why:
             yield "accelerator_count", count_why
@@ -254,6 +266,11 @@ class JobConfig(Model):
                     "is set by vertex-tools submit to name the job's Experiment run "
                     "(job.experiment): drop it here",
                 )
+        for number, pool in enumerate(pools):
+            for field, why in pool_options.mount_problems(
+                pool.nfs_mounts, pool.lustre_mounts, self.network
+            ):
+                yield f"worker_pools[{number}].{field}", why
         if not pools:
             yield "worker_pools", "expected a list with at least the primary pool"
         elif pools[0].empty:

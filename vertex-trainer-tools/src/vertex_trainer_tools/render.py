@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vertex_trainer_tools import config as config_lib
-from vertex_trainer_tools import contract
+from vertex_trainer_tools import contract, pool_options
 from vertex_trainer_tools.errors import ToolError
 
 NAME_LIMIT = 128  # Vertex display names: at most 128 UTF-8 characters
@@ -77,6 +77,7 @@ def worker_pool_specs(
             machine["accelerator_count"] = pool.accelerator_count
         if affinity and not (index == 2 and cfg.job.reduction_server is not None):
             machine["reservation_affinity"] = dict(affinity)
+        machine.update(pool_options.machine_fields(pool))
         spec: dict[str, Any] = {
             "machine_spec": machine,
             "replica_count": pool.replica_count,
@@ -84,6 +85,7 @@ def worker_pool_specs(
                 "boot_disk_type": pool.boot_disk_type,
                 "boot_disk_size_gb": pool.boot_disk_size_gb,
             },
+            **pool_options.mount_fields(pool),
         }
         if pool.image_uri:  # a pool with its own image (e.g. Reduction Server) gets no trainer args
             spec["container_spec"] = {"image_uri": pool.image_uri}
@@ -250,6 +252,8 @@ def gcloud_pool_flags(cfg, pools: list[dict[str, Any]]) -> list[str]:
                 ("environment variables (job.env, job.experiment)", software.get("env")),
                 ("boot disk settings", disk != DEFAULT_DISK),
                 ("a reservation (job.reservation)", pool["machineSpec"].get("reservationAffinity")),
+                ("a GPU partition size", pool["machineSpec"].get("gpuPartitionSize")),
+                ("NFS or Lustre mounts", pool.get("nfsMounts") or pool.get("lustreMounts")),
                 ("trainer args for one pool only", args not in (None, software.get("args", []))),
             )
             if present
