@@ -385,9 +385,12 @@ def test_median_rule_on_running_averages_of_completed_trials():
     assert not measurements.median_says_stop([], completed, "maximize")
 
 
+SPEC = {"hpt": {}, "trials": 1, "parallel": 1, "trainer_args": [], "module": "m", "seed": 1}
+
+
 def test_a_torn_journal_line_is_dropped_and_the_next_record_starts_clean(tmp_path):
     journal = journal_lib.Journal(tmp_path)
-    journal.start({"hpt": {}, "trials": 1})
+    journal.start(SPEC)
     journal.append({"event": "trial", "id": 1, "values": {"x": "0.5"}})
     with open(journal.path, "a") as handle:
         handle.write('{"event": "end", "id": 1, "sta')
@@ -412,3 +415,26 @@ def test_reports_are_read_as_hypertune_writes_them(tmp_path):
     assert [(r["step"], r["value"]) for r in reports] == [(1, 0.5), (4, 0.7)]
     assert measurements.newer(reports, reports[:1]) == reports[1:]
     assert measurements.final(reports, "best", "minimize") == 0.5
+
+
+def test_a_damaged_journal_loses_its_damaged_records_only(tmp_path, study):
+    journal = journal_lib.Journal(tmp_path)
+    journal.start(SPEC)
+    journal.append({"event": "trial", "id": 1, "values": {"x": "0.5"}})
+    with open(journal.path, "a") as handle:  # records damaged by hand, each a JSON line
+        for damaged in (
+            {"event": "report", "id": 1, "step": "two", "value": 0.5, "time": 1.0},
+            {"event": "end", "id": 1, "state": "WEIRD", "final": 1.0},
+            {"event": "trial", "id": 2},
+            [1, 2],
+        ):
+            handle.write(json.dumps(damaged) + "\n")
+    journal.append({"event": "report", "id": 1, "step": 2, "value": 0.5, "time": 2.0})
+    again = journal_lib.read(tmp_path)
+    assert list(again.trials) == [1] and again.trials[1].state == "ACTIVE"
+    assert again.trials[1].measurements == [{"step": 2, "value": 0.5, "time": 2.0}]
+    # A study folder whose spec is damaged is one line, never a traceback.
+    (tmp_path / "journal.jsonl").write_text('{"event": "study", "spec": {"hpt": 1}}\n')
+    done = study(f"--study={tmp_path}")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "journal.jsonl does not begin with the study's spec" in done.stderr

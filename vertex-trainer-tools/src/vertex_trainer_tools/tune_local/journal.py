@@ -17,6 +17,7 @@ from pathlib import Path
 JOURNAL = "journal.jsonl"
 LOCK = ".lock"
 ENDED = ("SUCCEEDED", "STOPPED", "FAILED")
+SPEC_KEYS = {"hpt", "trials", "parallel", "trainer_args", "module", "seed"}  # tune_local.command
 
 
 @dataclass
@@ -62,15 +63,24 @@ class Journal:
         trial = self.trials.get(record.get("id"))
         if trial is None:
             return
+        # A damaged record (a field missing or not a number) raises here: ``read`` skips it.
         if kind == "report":
             trial.measurements.append(
-                {key: record[key] for key in ("step", "value", "time") if key in record}
+                {
+                    "step": int(record["step"]),
+                    "value": float(record["value"]),
+                    "time": float(record["time"]),
+                }
             )
         elif kind == "end":
-            trial.state, trial.final = record["state"], record.get("final")
-            trial.why, trial.seconds = record.get("why", ""), record.get("seconds", 0.0)
+            if record["state"] not in ENDED:
+                raise ValueError(f"unknown state {record['state']!r}")
+            final = record.get("final")
+            trial.state, trial.final = record["state"], None if final is None else float(final)
+            trial.why = str(record.get("why", ""))
+            trial.seconds = float(record.get("seconds", 0.0))
         elif kind == "run":  # a run of an unfinished trial ended with the study: its time
-            trial.seconds += record.get("seconds", 0.0)
+            trial.seconds += float(record.get("seconds", 0.0))
 
     def start(self, spec: dict) -> None:
         self.append({"event": "study", "spec": spec})
@@ -93,14 +103,13 @@ def read(folder: Path) -> Journal:
     for line in complete.splitlines():
         try:
             record = json.loads(line)
-        except ValueError:
-            continue  # a line damaged by hand: skipped, as a torn one
-        if isinstance(record, dict):
             journal._apply(record)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue  # a line damaged by hand: skipped, as a torn one
     if torn:  # a write cut short by a kill: drop it, so the next line starts on its own
         with open(journal.path, "r+", encoding="utf-8") as handle:
             handle.truncate(len(complete.encode("utf-8")) + (1 if complete else 0))
-    if not journal.spec:
+    if not isinstance(journal.spec, dict) or not SPEC_KEYS <= set(journal.spec):
         raise ValueError(f"{folder}: {JOURNAL} does not begin with the study's spec")
     return journal
 
