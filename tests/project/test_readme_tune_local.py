@@ -1,4 +1,4 @@
-"""The README's "Tune before you pay" commands, run as written in a copy of the project: a
+"""The README's ``make tune-local`` commands, run as written in a copy of the project: a
 short study of the project's own hpt section on its built-in data, then ``STUDY=latest``,
 which finds every trial finished and runs none again."""
 
@@ -15,14 +15,12 @@ from conftest import COPY_IGNORE, PROJECT, run_as_typed
 
 pytestmark = [pytest.mark.slow]
 
-SECTION = "## Tune before you pay"
-
 
 def section_commands() -> list[str]:
+    """The README's ``make tune-local`` lines (its local-run section), comments dropped."""
     text = (PROJECT / "README.md").read_text(encoding="utf-8")
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
     commands = []
-    for block in re.findall(r"```(?:bash|sh)\n(.*?)```", section, re.S):
+    for block in re.findall(r"```(?:bash|sh)\n(.*?)```", text, re.S):
         for line in block.splitlines():
             if line.startswith("make tune-local"):
                 commands.append(shlex.join(shlex.split(line, comments=True)))
