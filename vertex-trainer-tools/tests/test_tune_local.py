@@ -438,3 +438,16 @@ def test_a_damaged_journal_loses_its_damaged_records_only(tmp_path, study):
     done = study(f"--study={tmp_path}")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "journal.jsonl does not begin with the study's spec" in done.stderr
+
+
+def test_a_trial_whose_job_record_is_damaged_runs_again(study):
+    assert study("--trials=1").returncode == 0
+    folder = (study.root / "latest").resolve()
+    lines = (folder / "journal.jsonl").read_text().splitlines()
+    kept = [line for line in lines if json.loads(line)["event"] != "end"]  # as if killed
+    (folder / "journal.jsonl").write_text("\n".join(kept) + "\n")
+    (folder / "trials" / "1" / "local_run.json").write_text("{not json")
+    done = study("--study=latest")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert latest(study.root).trials[1].state == "SUCCEEDED"
+    assert starts(study.state, 1) == 2

@@ -152,7 +152,10 @@ class StudyRun:
         folder = self.trials_folder / str(trial.id)
         folder.mkdir(parents=True, exist_ok=True)
         metrics = str(folder / str(trial.id) / "hypertune" / "workerpool0-0" / "output.metrics")
-        done = record.read(folder) if record.path(folder).exists() else None
+        try:
+            done = record.read(folder)
+        except ValueError:  # a damaged job record: the trial runs again and rewrites it
+            done = None
         if done is not None and done.state == record.SUCCEEDED:
             # It ended while the study was being killed: its outputs are all there.
             self._end(trial, 0, measurements.read_reports(metrics, self.hpt.metric_id), 0.0)
