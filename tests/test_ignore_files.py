@@ -43,12 +43,14 @@ FOLDERS = ["", "trainer/", "configs/gcp/"]
 OWN_FILES = ["configs/params.json", "trainer/labels.json", "keyboard.json", "monkey-keys.json"]
 # What the Dockerfile copies, and what the build reads.
 BUILD_NEEDS = ["Dockerfile", "setup.py", "MANIFEST.in", "requirements.txt", "pyproject.toml"]
+BUILD_NEEDS += ["requirements.lock"]  # `make lock` writes it; committed with the project
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """A baked project with secrets and the user's own files dropped into it."""
     root = bake(tmp_path_factory.mktemp("ignore"), framework="xgboost")
+    (root / "requirements.lock").write_text("# make lock\n")
     for name in [folder + secret for folder in FOLDERS for secret in SECRETS] + OWN_FILES:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text('{"private_key": "-----BEGIN PRIVATE KEY-----"}\n')

@@ -39,6 +39,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.utils import canonicalize_name
+from vertex_trainer_tools import lock as lock_lib
 from vertex_trainer_tools import runtime_package
 
 from conftest import bake
@@ -227,9 +229,27 @@ def built_images(base_image, wheels, tmp_path_factory):
     assert not docker("image", "ls", "--quiet", "--filter", f"label={BUILD_LABEL}").stdout
 
 
+def base_python(base_image: str) -> str:
+    """The stand-in base's Python (bookworm's 3.11), which the test's lock is made for."""
+    version = "import sys; print('%d.%d' % sys.version_info[:2])"
+    return docker("run", "--rm", base_image, "python", "-c", version, check=True).stdout.strip()
+
+
+def lock_for(framework: str, project: Path, base_image: str, wheels) -> None:
+    """``make lock`` for the stand-in base: its Python, and for PyTorch the torch the build
+    installs there (the host's CPU wheel, else the CPU index's newest)."""
+    from_base = []
+    if framework == "pytorch":
+        pinned = "PIP_CONSTRAINT" in torch_build_args(wheels)
+        constraint = wheels[2] / "torch-constraints.txt"
+        from_base = [constraint.read_text().strip() if pinned else "torch"]
+    lock_lib.lock(project, base_python(base_image), lock_lib.PLATFORM, from_base, [])
+
+
 def build_image(framework, base_image, wheels, tmp_path_factory) -> tuple[str, Path, str]:
     project = bake(tmp_path_factory.mktemp(f"img-{framework}"), framework=framework, **CPU)
     runtime_package.image_wheel(project)  # the pinned runtime's wheel, as `make build` writes it
+    lock_for(framework, project, base_image, wheels)
     build_args = {"BASE_IMAGE": base_image, **wheels[0]}
     if framework == "pytorch":
         build_args.update(torch_build_args(wheels))
@@ -242,7 +262,10 @@ def build_image(framework, base_image, wheels, tmp_path_factory) -> tuple[str, P
         # A failed classic build leaves its finished steps as untagged images: remove those
         # of this build (their ids are in its output), then report.
         steps = re.findall(r"^ ---> ([0-9a-f]{12})$", built.stdout, re.M)
-        for step in reversed(steps):  # children first
+        base_id = docker("image", "inspect", "--format", "{{.Id}}", base_image).stdout
+        for step in reversed(steps):  # children first; never the base (FROM's step shows it)
+            if base_id.strip().removeprefix("sha256:").startswith(step):
+                continue
             docker("image", "rm", step, timeout=300)
         pytest.fail(
             f"{framework} image build failed:\n{built.stdout[-4000:]}{built.stderr[-4000:]}"
@@ -260,6 +283,51 @@ def build_image(framework, base_image, wheels, tmp_path_factory) -> tuple[str, P
 def image(request, built_images):
     """(framework, project folder, image tag) of one variant's CPU image."""
     return built_images(request.param)
+
+
+def installed(tag: str) -> dict[str, str]:
+    """name -> version of every distribution in the image, as pip sees them."""
+    listed = docker("run", "--rm", "--entrypoint", "pip", tag, "list", "--format=json", check=True)
+    return {canonicalize_name(item["name"]): item["version"] for item in json.loads(listed.stdout)}
+
+
+def locked(project: Path) -> dict[str, str]:
+    blocks = lock_lib.parse_blocks((project / lock_lib.LOCK).read_text())
+    return {name: lines[0].split("==")[1].split()[0] for name, lines, _ in blocks}
+
+
+def test_the_image_holds_exactly_the_locked_packages(image):
+    """Every package of requirements.lock is in the image at its locked version (installed with
+    its hashes checked: ``--require-hashes``), and the base's pip resolved nothing else in."""
+    framework, project, tag = image
+    pins, found = locked(project), installed(tag)
+    wrong = {name: (pin, found.get(name)) for name, pin in pins.items() if found.get(name) != pin}
+    assert not wrong, f"{framework}: locked vs installed: {wrong}"
+    extra = set(found) - set(pins) - {"pip", "setuptools", "wheel", runtime_package.DISTRIBUTION}
+    extra -= {canonicalize_name(project.name)}  # the trainer itself
+    extra -= {"torch"} | {name for name in found if name.startswith("nvidia-")}
+    assert not extra - BASE_EXTRAS, f"{framework}: in the image but not in the lock: {extra}"
+
+
+# What torch's CPU wheel brings with it into the PyTorch image: the lock leaves torch (and what
+# only torch needs) to the base, which on the stand-in is this install.
+BASE_EXTRAS = {"sympy", "mpmath", "networkx", "jinja2", "markupsafe", "typing-extensions"}
+
+
+@pytest.mark.parametrize("image", ["xgboost"], indirect=True)
+def test_a_rebuild_without_cache_installs_the_same_packages(image, base_image, wheels):
+    """The same commit built again from scratch (``--no-cache``) months later would get the same
+    files: the lock's hashes leave pip no choice. 0 differences."""
+    framework, project, tag = image
+    again = f"{tag}-again"
+    args = [f"--build-arg={k}={v}" for k, v in {"BASE_IMAGE": base_image, **wheels[0]}.items()]
+    built = docker("build", "--no-cache", "--force-rm", "--label", BUILD_LABEL, "--tag", again,
+                   *args, str(project), timeout=1800)  # fmt: skip
+    try:
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+        assert installed(again) == installed(tag)
+    finally:
+        docker("image", "rm", again, timeout=300)
 
 
 def project_tools(project: Path):

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from conftest import PROJECT
+from vertex_trainer_tools import lock as lock_lib
 from vertex_trainer_tools import testing
 
 RAW = yaml.safe_load((PROJECT / "vertex.yaml").read_text())
@@ -78,6 +79,12 @@ json.dump(state, open(path, "w"))
 PROBES = (["version"], ["buildx", "version"], ["build", "--help"])
 
 
+def write_lock(project: Path) -> None:
+    """A requirements.lock whose header matches requirements.txt, as `make lock` leaves it."""
+    digest = lock_lib.requirements_hash(project)
+    (project / lock_lib.LOCK).write_text(f"# python: 3.10\n# requirements.txt sha256: {digest}\n")
+
+
 class Fakes:
     """A project copy in a git repository, fake executables on PATH and their call log."""
 
@@ -91,6 +98,7 @@ class Fakes:
             base_output_dir="gs://demo-bucket/runs",
         )
         self.write_config(data)
+        write_lock(self.project)
         self.bin = tmp_path / "bin"
         self.bin.mkdir()
         for name in ("docker", "gcloud"):
@@ -215,6 +223,23 @@ def test_build_refuses_the_placeholder_project(fakes):
     assert "placeholder" in run.stderr and fakes.calls() == []
 
 
+@pytest.mark.parametrize("how", ["missing", "stale"])
+def test_build_refuses_an_image_without_its_lock_in_one_line(fakes, how):
+    """The image installs requirements.lock: without it (or with one older than
+    requirements.txt) the build would fail or install what the lock no longer says."""
+    if how == "missing":
+        (fakes.project / lock_lib.LOCK).unlink()
+    else:
+        with (fakes.project / "requirements.txt").open("a") as requirements:
+            requirements.write("pyyaml>=6\n")
+    run = fakes.make("build-push")
+    assert run.returncode != 0 and fakes.calls() == []
+    (error,) = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    assert error.startswith("ERROR: requirements.lock: ") and "run `make lock`" in error
+    dry = fakes.make("build", "DRY_RUN=1")
+    assert dry.returncode == 0 and "WARNING: requirements.lock: " in dry.stderr
+
+
 def test_gcp_setup_creates_what_is_missing_once(fakes):
     first = fakes.make("gcp-setup")
     assert first.returncode == 0, first.stderr
@@ -309,6 +334,7 @@ def test_tag_is_a_timestamp_when_the_project_is_inside_another_repository(tmp_pa
     inner = outer.project / "nested"
     shutil.copytree(PROJECT, inner, ignore=COPY_IGNORE)  # ... holding a project folder
     shutil.copy(outer.project / "vertex.yaml", inner / "vertex.yaml")
+    write_lock(inner)
     run = subprocess.run(
         ["make", "--no-print-directory", "build", f"PYTHON={sys.executable}"],
         cwd=inner,

@@ -10,6 +10,7 @@ import pytest
 
 from submit_helpers import RAW, cloud_values, project_copy, write_config
 from vertex_trainer_tools import cli, errors
+from vertex_trainer_tools import lock as lock_lib
 
 CONFIG_COMMANDS = [
     ["check"],
@@ -79,6 +80,8 @@ def project(tmp_path_factory):
     (copied / "outputs" / "local" / "job" / "model").mkdir(parents=True)
     (copied / "outputs" / "local" / "job" / "model" / "model.bst").write_text("{}")
     (copied / "outputs" / "local" / "latest").symlink_to("job")
+    digest = lock_lib.requirements_hash(copied)  # as `make lock` leaves it (test_lock.py)
+    (copied / lock_lib.LOCK).write_text(f"# python: 3.10\n# requirements.txt sha256: {digest}\n")
     return copied
 
 

@@ -35,6 +35,7 @@ import yaml
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools import runtime_package, vertex_limits
 from vertex_trainer_tools.errors import FAILED, ToolError
+from vertex_trainer_tools.lock import lock_problem
 
 CLOUDBUILD_PATH = Path("build/cloudbuild.yaml")
 PLATFORM = "linux/amd64"  # Vertex AI training runs x86-64 machines
@@ -211,6 +212,12 @@ def command(args: argparse.Namespace) -> int:
         if not args.dry_run:
             raise ToolError(line)
         print(f"WARNING: {line}", file=sys.stderr)
+
+    stale = lock_problem(Path.cwd())
+    if stale and args.action != "push":
+        if not args.dry_run:
+            raise ToolError(stale)
+        print(f"WARNING: {stale}", file=sys.stderr)
 
     docker = os.environ.get("DOCKER", "docker")
     gcloud = os.environ.get("GCLOUD", "gcloud")

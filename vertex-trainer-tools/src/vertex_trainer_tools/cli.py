@@ -16,6 +16,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from vertex_trainer_tools import __version__, base_image, serving
@@ -170,6 +171,19 @@ def build_parser() -> OneLineParser:
         "--print-tag", action="store_true", help="print the tag it would use and stop"
     )
 
+    lock = command(
+        "lock",
+        "vertex_trainer_tools.lock:command",
+        "pin the image's packages with hashes in requirements.lock (uv)",
+        parents=(),
+    )
+    lock.add_argument("--python", required=True, help="the image's Python, e.g. 3.10")
+    lock.add_argument("--platform", default="x86_64-manylinux_2_28", help="uv's --python-platform")
+    lock.add_argument(
+        "--from-base", action="append", default=[], help="what the base brings: torch==2.4.1"
+    )
+    lock.add_argument("--replace", action="append", default=[], help="xgboost-cpu=xgboost")
+
     command(
         "eject-runtime",
         "vertex_trainer_tools.eject:command",
@@ -269,6 +283,11 @@ def check(args: argparse.Namespace) -> int:
         problems += [found] if found else []
     if problems:
         raise ToolError(*problems)
+    from vertex_trainer_tools.lock import lock_problem
+
+    stale = lock_problem(Path(cfg.path).parent)
+    if stale:
+        print(f"WARNING: {stale} (make build refuses it)", file=sys.stderr)
     print(f"{args.config}: OK")
     return 0
 

@@ -330,8 +330,31 @@ def _docker(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
 
 
+def locked_context(project: Path, base: str, scratch: Path) -> Path:
+    """The project's build context with a lock for ``base``'s Python: the project's own lock
+    when it fits, else a copy with one made for it (the project's lock, for the real base's
+    Python, is never touched). A PyTorch lock takes torch from the base at this env's version."""
+    from vertex_trainer_tools import lock as lock_lib
+
+    version = "import sys; print('%d.%d' % sys.version_info[:2])"
+    python = _docker("run", "--rm", base, "python", "-c", version).stdout.strip()
+    if not lock_lib.lock_problem(project) and lock_lib.header(project).get("python") == python:
+        return project
+    context = scratch / project.name
+    ignore = shutil.ignore_patterns(".git", ".venv", "outputs", "build", "dist", "*.egg-info")
+    shutil.copytree(project, context, ignore=ignore)
+    requirements = (project / "requirements.txt").read_text()
+    from_base = []
+    if re.search(r"^torch\b", requirements, re.M):
+        from importlib.metadata import version as installed
+
+        from_base = [f"torch=={installed('torch').split('+')[0]}"]
+    lock_lib.lock(context, python, lock_lib.PLATFORM, from_base, [])
+    return context
+
+
 @pytest.fixture(scope="session")
-def project_image(vertex_project) -> str:
+def project_image(vertex_project, tmp_path_factory) -> str:
     """The image of the project's Dockerfile, built as ``make build BASE_IMAGE=<base>`` does (the
     runtime's wheel in ``wheels/`` when it is unreleased), on ``TEST_BASE_IMAGE`` or the stand-in
     base of ``make base-image``; removed afterwards.
@@ -350,10 +373,11 @@ def project_image(vertex_project) -> str:
     tag = f"local/{vertex_project.name.replace('_', '-')}-test:{uuid.uuid4().hex[:8]}"
     from vertex_trainer_tools import runtime_package
 
-    runtime_package.image_wheel(vertex_project)  # an unreleased runtime's wheel, as make build
+    context = locked_context(vertex_project, base, tmp_path_factory.mktemp("image"))
+    runtime_package.image_wheel(context)  # an unreleased runtime's wheel, as make build
     extra = [f"--build-arg={arg}" for arg in os.environ.get(BUILD_ARGS_ENV, "").split()]
     command = ["build", "--force-rm", f"--build-arg=BASE_IMAGE={base}", *extra, "--tag", tag]
-    built = _docker(*command, str(vertex_project), timeout=3600)
+    built = _docker(*command, str(context), timeout=3600)
     assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
     try:
         yield tag
