@@ -177,7 +177,10 @@ def lock(project: Path, python: str, platform: str, from_base: list[str], replac
         command += ["--no-header", "--output-file", str(scratch / "out.txt")]
         unreleased = runtime_wheel(project, scratch / "wheels")
         if unreleased:
-            command += ["--find-links", str(scratch / "wheels")]
+            # A --find-links on the command line replaces UV_FIND_LINKS: name those too.
+            env_links = os.environ.get("UV_FIND_LINKS") or os.environ.get("PIP_FIND_LINKS", "")
+            for link in [*env_links.replace(",", " ").split(), str(scratch / "wheels")]:
+                command += ["--find-links", link]
             command += ["--no-emit-package", runtime_package.DISTRIBUTION]
         constraints = scratch / "base.txt"
         constraints.write_text("".join(f"{pin}\n" for pin in from_base))
