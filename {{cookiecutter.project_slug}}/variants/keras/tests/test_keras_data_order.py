@@ -39,12 +39,14 @@ resume.TrainingState.save = _save_then_stop
 
 EXAMPLES, BATCH, EPOCHS = 501, 8, 2  # stopped in epoch 2, the last: resumed, it ends it
 ARGS = [*TINY, f"--synthetic-examples={EXAMPLES}", f"--batch-size={BATCH}", f"--epochs={EPOCHS}"]
-# What importing TensorFlow 2.17 prints on CPU: INFO banners, meaningless "Unable to register".
+# What TensorFlow prints on CPU at its import (2.17) or first device query (2.21): INFO banners,
+# meaningless "Unable to register", the CUDA probe's failure.
 NOISE = (
     "Unable to register cu",
     "oneDNN custom operations",
     "cpu_feature_guard",
     "Could not find cuda drivers",
+    "failed call to cuInit",
     "Could not find TensorRT",
 )
 

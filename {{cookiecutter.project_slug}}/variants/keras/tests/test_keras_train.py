@@ -174,8 +174,8 @@ def test_tensorflow_version_agrees():
 
     dockerfile = (PROJECT / "Dockerfile").read_text()
     base = re.search(r"^ARG BASE_IMAGE=(\S+)", dockerfile, re.M).group(1)
-    if base.startswith("nvidia/cuda:"):
-        installed = re.search(r"tensorflow\[and-cuda\]==(\d+\.\d+)\.\*", dockerfile).group(1)
+    if base.startswith(("nvidia/cuda:", "python:")):  # the Dockerfile pip-installs it
+        installed = re.search(r'"tensorflow(?:\[and-cuda\])?==(\d+\.\d+)\.\*"', dockerfile).group(1)
     else:
         match = re.search(r"/tf2-(?:cpu|gpu)\.(\d+)-(\d+)\.py\d+", base)
         installed = f"{match.group(1)}.{match.group(2)}"

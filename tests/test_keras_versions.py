@@ -1,0 +1,57 @@
+"""Each Keras image path pins one TensorFlow in every file that names it.
+
+The Deep Learning Containers answer keeps the TensorFlow Google preinstalls in its newest tf2
+image (2.17, the prebuilt executor's too); the nvidia-cuda answer pip-installs the newest release
+(2.21). tests/test_generated.py trains the default (DLC) bake only, so the nvidia-cuda bakes are
+checked here as rendered: requirements.txt, the Dockerfile, requirements-dev.txt's protobuf pins
+and the README's table must agree (the project's own test_tensorflow_version_agrees then holds
+them against the installed TensorFlow).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from conftest import bake
+
+NO_GPU = {"accelerator_type": "NONE", "accelerator_count": "0", "machine_type": "n1-standard-4"}
+# (answers, TensorFlow minor, the Dockerfile's default base image)
+PATHS = {
+    "dlc-gpu": ({"base_image": "deep-learning-container"}, "2.17", "tf2-gpu.2-17.py310:latest"),
+    "dlc-cpu": ({"base_image": "deep-learning-container", **NO_GPU}, "2.17", "tf2-cpu.2-17.py310"),
+    "cuda-gpu": ({"base_image": "nvidia-cuda"}, "2.21", "nvidia/cuda:12.5.1-runtime-ubuntu22.04"),
+    "cuda-cpu": ({"base_image": "nvidia-cuda", **NO_GPU}, "2.21", "python:3.12-slim"),
+}
+PROTOBUF_4 = "protobuf>=4.25.8,<5"  # TensorFlow 2.17's; 2.21 asks protobuf >= 6.31
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_one_tensorflow_per_image_path(tmp_path, path):
+    answers, version, base = PATHS[path]
+    project = bake(tmp_path, framework="keras", **answers)
+    requirements = (project / "requirements.txt").read_text()
+    for package in ("tensorflow", "tf-keras", "tensorboard"):
+        assert re.search(rf"^{package}=={re.escape(version)}\.\*$", requirements, re.M), package
+
+    dockerfile = (project / "Dockerfile").read_text()
+    default_base = re.search(r"^ARG BASE_IMAGE=(\S+)", dockerfile, re.M).group(1)
+    assert base in default_base
+    installs = re.findall(r'pip install --no-cache-dir "(tensorflow\S*)"', dockerfile)
+    if answers["base_image"] == "nvidia-cuda":
+        extra = "[and-cuda]" if "accelerator_type" not in answers else ""
+        assert installs == [f"tensorflow{extra}=={version}.*"]
+    else:
+        assert installs == [], "the DLC base has TensorFlow preinstalled"
+
+    dev = (project / "requirements-dev.txt").read_text()
+    assert (PROTOBUF_4 in dev) == (version == "2.17")
+    # Package mode runs on Google's prebuilt TensorFlow 2.17 image whatever the base answer.
+    config = yaml.safe_load((project / "vertex.yaml").read_text())
+    assert ".2-17.py310" in config["python_package"]["executor_image_uri"]
+
+    readme = (project / "README.md").read_text()
+    row = re.search(rf"^\| `{answers['base_image']}` \|.*$", readme, re.M).group(0)
+    assert f"tf-keras {version}" in row
