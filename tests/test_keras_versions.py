@@ -3,7 +3,8 @@
 The Deep Learning Containers answer keeps the TensorFlow Google preinstalls in its newest tf2
 image (2.17, the prebuilt executor's too); the nvidia-cuda answer pip-installs the newest release
 (2.21). tests/test_generated.py trains the default (DLC) bake only, so the nvidia-cuda bakes are
-checked here as rendered: requirements.txt, the Dockerfile, requirements-dev.txt's protobuf pins
+checked here as rendered: requirements.txt, the Dockerfile, the Makefile's lock for the base's
+Python (with TensorFlow's CUDA wheels on the GPU image), requirements-dev.txt's protobuf pins
 and the README's table must agree (the project's own test_tensorflow_version_agrees then holds
 them against the installed TensorFlow).
 """
@@ -39,12 +40,13 @@ def test_one_tensorflow_per_image_path(tmp_path, path):
     dockerfile = (project / "Dockerfile").read_text()
     default_base = re.search(r"^ARG BASE_IMAGE=(\S+)", dockerfile, re.M).group(1)
     assert base in default_base
-    installs = re.findall(r'pip install --no-cache-dir "(tensorflow\S*)"', dockerfile)
-    if answers["base_image"] == "nvidia-cuda":
-        extra = "[and-cuda]" if "accelerator_type" not in answers else ""
-        assert installs == [f"tensorflow{extra}=={version}.*"]
-    else:
-        assert installs == [], "the DLC base has TensorFlow preinstalled"
+    assert not re.search(r"pip install[^\n]*tensorflow", dockerfile), "the lock installs it"
+    makefile = (project / "Makefile").read_text()
+    python = re.search(r"^LOCK_PYTHON \?= (\S+)", makefile, re.M).group(1)
+    assert python == ("3.12" if "python:3.12" in base else "3.10"), "the lock is for the base's"
+    replace = re.search(r"^LOCK_REPLACE \?=(.*)$", makefile, re.M).group(1).strip()
+    gpu_cuda = path == "cuda-gpu"
+    assert replace == ("tensorflow=tensorflow[and-cuda]" if gpu_cuda else ""), "CUDA wheels"
 
     dev = (project / "requirements-dev.txt").read_text()
     assert (PROTOBUF_4 in dev) == (version == "2.17")
