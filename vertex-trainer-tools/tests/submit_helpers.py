@@ -27,7 +27,7 @@ image_dates = importlib.import_module("vertex_trainer_tools.image_dates")
 
 RAW = yaml.safe_load((PROJECT / "vertex.yaml").read_text())
 EXECUTOR = "us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest"
-EXECUTOR_AVAILABLE_ON = datetime.date(2026, 6, 1)  # its end of availability: 2026-07-11
+EXECUTOR_AVAILABLE_ON = datetime.date(2026, 1, 1)  # before any named image's end of patch
 COPY_IGNORE = shutil.ignore_patterns(
     ".git", "outputs", "dist", "build", "*.egg-info", "__pycache__", ".*_cache", ".venv", "venv"
 )

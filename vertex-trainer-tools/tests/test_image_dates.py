@@ -124,7 +124,7 @@ def test_check_warns_and_passes(project, tmp_path, monkeypatch, capsys):
     (line,) = captured.err.strip().splitlines()
     assert code == 0 and captured.out.strip() == "vertex.yaml: OK", captured
     assert line.startswith("WARNING: vertex.yaml: python_package.executor_image_uri: tf-cpu")
-    assert line.endswith("(PACKAGE=1)"), line
+    assert line.endswith("(used by PACKAGE=1)"), line
     # A serving image past its end of patch: warned, with what make upload-model would do.
     configure(project, TF, SERVING_215)
     cfg = config_lib.load("vertex.yaml")

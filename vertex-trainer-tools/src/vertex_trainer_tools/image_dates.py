@@ -107,12 +107,14 @@ def newest(
     return max(same, key=_version, default=None)
 
 
-def _instead(row: Row, on: datetime.date) -> str:
+def _instead(row: Row, on: datetime.date, refusing: bool = True) -> str:
     other = newest(row.role, row.framework, row.accelerator, on, like=row.image)
     if other is not None and key(other.image) != key(row.image):
         until = other.end_of_availability or "no published date"
         return f"newest in the table: {other.image} (available until {until})"
     kind = KINDS.get(row.role, row.role)
+    if not refusing:  # still served: the newest there is
+        return f"the table has no newer {row.framework} {kind} image"
     if row.role == "executor":
         return f"the table has no newer {row.framework} {kind} image: use {CUSTOM_CONTAINER}"
     return f"the table has no newer {row.framework} {kind} image: use a custom container"
@@ -141,7 +143,7 @@ def warning(image: str, on: datetime.date | None = None) -> str:
     return (
         f"{row.name} ({row.framework} {row.framework_version}) gets no patches since "
         f"{row.end_of_patch}, available until {until} (Google's table, read {row.read_on}); "
-        f"{_instead(row, on)}"
+        f"{_instead(row, on, refusing=False)}"
     )
 
 
@@ -170,8 +172,10 @@ def check_warnings(cfg, on: datetime.date | None = None) -> list[str]:
     if cfg.python_package and cfg.python_package.executor_image_uri:
         why = warning(cfg.python_package.executor_image_uri, on)
         if why:
-            lines.append(f"{cfg.path}: python_package.executor_image_uri: {why} (PACKAGE=1)")
+            lines.append(
+                f"{cfg.path}: python_package.executor_image_uri: {why} (used by PACKAGE=1)"
+            )
     why = warning(cfg.model.serving_image, on)
     if why:
-        lines.append(f"{cfg.path}: model.serving_image: {why} (make upload-model)")
+        lines.append(f"{cfg.path}: model.serving_image: {why} (used by make upload-model)")
     return lines
