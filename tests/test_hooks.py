@@ -163,11 +163,11 @@ ACCEPTED = [
     ({"author_name": "Zoë O'Brien"}, {"author_name": "Zoë O'Brien"}),
     (
         {"framework": "pytorch", "base_image": "nvidia-cuda"},
-        {"__executor_image": "us-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest"},
+        {"__gpu": "yes", "__executor_image": ""},  # no PyTorch training image left: image_dates
     ),
     (
         {"framework": "xgboost", "accelerator_type": "NONE", "accelerator_count": "0"},
-        {"__executor_image": "us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest"},
+        {"__gpu": "no", "__executor_image": ""},
     ),
 ]
 REFUSED = [

@@ -26,7 +26,9 @@ from vertex_trainer_tools import submit as submit_lib
 
 from conftest import bake
 
-# Per framework: the executor images cookiecutter.json can name, and what they ship.
+# Per framework: the newest executor images Google listed, and what they ship. All are past
+# their end of availability (image_dates.csv), so a new project names none; a user who names
+# one (or a later one of the same framework version) still needs this.
 EXECUTORS = {
     "pytorch": {"image": "pytorch-xla.2-4.py310 / pytorch-gpu.2-4.py310", "torch": "2.4.1"},
     "keras": {"image": "tf-cpu.2-17.py310 / tf-gpu.2-17.py310", "tensorflow": "2.17.1"},

@@ -4,6 +4,7 @@ the Makefile runner, strict proto parsing, and ``submit.main`` in-process (``clo
 from __future__ import annotations
 
 import copy
+import datetime
 import importlib
 import json
 import os
@@ -22,8 +23,11 @@ from fake_vertex import FakeGoogleCloud
 submit_lib = importlib.import_module("vertex_trainer_tools.submit")
 cli = importlib.import_module("vertex_trainer_tools.cli")
 cloud = importlib.import_module("vertex_trainer_tools.cloud")
+image_dates = importlib.import_module("vertex_trainer_tools.image_dates")
 
 RAW = yaml.safe_load((PROJECT / "vertex.yaml").read_text())
+EXECUTOR = "us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest"
+EXECUTOR_AVAILABLE_ON = datetime.date(2026, 1, 1)  # before any named image's end of patch
 COPY_IGNORE = shutil.ignore_patterns(
     ".git", "outputs", "dist", "build", "*.egg-info", "__pycache__", ".*_cache", ".venv", "venv"
 )
@@ -45,6 +49,9 @@ def cloud_values(raw: dict) -> dict:
     data["project"] = "demo-project-123"
     data["staging_bucket"] = "gs://demo-bucket"
     data["base_output_dir"] = "gs://demo-bucket/runs"
+    # The template names no executor (none left in image_dates.csv); package mode's requests
+    # are built with the last XGBoost one, on a day it was available (submit_in_process).
+    data["python_package"]["executor_image_uri"] = EXECUTOR
     return data
 
 
@@ -133,6 +140,7 @@ def submit_in_process(project, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NO_GCE_CHECK", "True")
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(project)
+    monkeypatch.setattr(image_dates, "today", lambda: EXECUTOR_AVAILABLE_ON)
 
     def submit(*argv: str, server: FakeGoogleCloud | None = None) -> tuple[int, str, str]:
         if server is not None:

@@ -22,7 +22,7 @@ import yaml
 from google.cloud import aiplatform_v1
 
 from conftest import PROJECT, TEMPLATE
-from submit_helpers import cloud_values, parse_strict
+from submit_helpers import EXECUTOR_AVAILABLE_ON, cloud_values, image_dates, parse_strict
 
 cli = importlib.import_module("vertex_trainer_tools.cli")
 config_lib = importlib.import_module("vertex_trainer_tools.config")
@@ -127,6 +127,7 @@ def in_project(tmp_path, monkeypatch):
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     monkeypatch.setenv("NO_GCE_CHECK", "True")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(image_dates, "today", lambda: EXECUTOR_AVAILABLE_ON)  # cloud_values'
 
     def enter(framework: str) -> None:
         monkeypatch.setenv(project_lib.PROJECT_ENV, str(project(framework)))

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vertex_trainer_tools import __version__, base_image, serving
+from vertex_trainer_tools import __version__, base_image, image_dates, serving
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools.errors import FAILED, USAGE, ToolError
 from vertex_trainer_tools.local_run import options as local_run_options
@@ -276,6 +276,8 @@ def check(args: argparse.Namespace) -> int:
 
     cfg = config_lib.load(args.config)
     problems = cfg.placeholders() + preflight.problems(cfg)
+    for line in image_dates.check_warnings(cfg):  # refused where used: PACKAGE=1, an upload
+        print(f"WARNING: {line}", file=sys.stderr)
     if args.model_dir:
         from vertex_trainer_tools.model_upload import artifact_problem
 

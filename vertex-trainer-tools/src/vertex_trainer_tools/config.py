@@ -71,8 +71,10 @@ class ImageConfig(Model):
 
 
 class PythonPackage(Model):
+    # Empty where Google lists no prebuilt training image still available for the framework:
+    # package mode then says to use the custom container (image_dates.py).
     executor_image_uri: str = example(
-        "us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest", min_length=1
+        "us-docker.pkg.dev/vertex-ai/training/xgboost-cpu.2-1:latest", default=""
     )
     # What `python -m` runs: a dotted module name, not a file path.
     python_module: str = pattern(
@@ -80,7 +82,9 @@ class PythonPackage(Model):
     )
 
     def problems(self):
-        why = limits.image_reference_problem(self.executor_image_uri, need_host=True)
+        why = self.executor_image_uri and limits.image_reference_problem(
+            self.executor_image_uri, need_host=True
+        )
         if why:
             yield "executor_image_uri", why
 

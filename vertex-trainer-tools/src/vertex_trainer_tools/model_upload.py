@@ -32,6 +32,7 @@ from pathlib import Path
 from google.protobuf import json_format
 
 from vertex_trainer_tools import config as config_lib
+from vertex_trainer_tools import image_dates
 from vertex_trainer_tools.cloud import Clients, upload
 from vertex_trainer_tools.errors import FAILED, ToolError
 from vertex_trainer_tools.local_run import folders
@@ -225,6 +226,11 @@ def upload_model(cfg: config_lib.Config, job: str = "", *, dry_run: bool = False
     if not cfg.model.serving_image:
         why = serving_image_problem("", export_file())
         raise ToolError(f"{cfg.path}: model.serving_image: {why}")
+    if image_dates.serving_problem(cfg):  # past its end of availability
+        raise ToolError(image_dates.serving_problem(cfg))
+    dated = image_dates.warning(cfg.model.serving_image)  # past its end of patch
+    if dated:
+        print(f"WARNING: {cfg.path}: model.serving_image: {dated}", file=sys.stderr)
     placeholders = cfg.placeholders()
     if placeholders and not dry_run:
         raise ToolError(*placeholders)

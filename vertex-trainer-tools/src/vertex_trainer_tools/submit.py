@@ -32,7 +32,7 @@ from build import BuildBackendException, BuildException, ProjectBuilder
 from google.protobuf import json_format
 from pyproject_hooks import quiet_subprocess_runner
 
-from vertex_trainer_tools import cloud, preflight, runtime_package, vertex_limits
+from vertex_trainer_tools import cloud, image_dates, preflight, runtime_package, vertex_limits
 from vertex_trainer_tools import config as config_lib
 from vertex_trainer_tools.cloud import (
     check_buckets,
@@ -72,8 +72,9 @@ def offline_problems(
     problems = []
     if hpt and cfg.hpt is None:
         problems.append(f"{cfg.path}: hpt: missing: describe the study there to tune")
-    if package and (cfg.python_package is None or not cfg.python_package.executor_image_uri):
-        problems.append(f"{cfg.path}: python_package.executor_image_uri: missing for --package")
+    why = package and image_dates.package_problem(cfg)
+    if why:
+        problems.append(why)
     if not package and not re.match(r"^[a-z0-9.-]+(:[0-9]+)?/[^:@\s]+[:@][^\s]+$", image_uri):
         problems.append(f"image {image_uri!r} is not a full image URI (HOST/PATH:TAG)")
     elif not package and vertex_limits.image_reference_problem(image_uri, need_host=True):
@@ -136,8 +137,16 @@ def submit(args: argparse.Namespace) -> int:
         problems.append(f"UPLOAD=1 (--upload-model) follows a job that succeeded: {why}")
     if args.upload_model and not cfg.model.serving_image:
         problems.append(f"{cfg.path}: model.serving_image: missing for --upload-model")
+    elif args.upload_model and image_dates.serving_problem(cfg):
+        problems.append(image_dates.serving_problem(cfg))
     if problems:
         raise ToolError(*problems)
+    dated = [("python_package.executor_image_uri", cfg.python_package)] if args.package else []
+    dated += [("model.serving_image", cfg.model)] if args.upload_model else []
+    for field, section in dated:  # past its end of patch (past availability: refused above)
+        why = image_dates.warning(getattr(section, field.split(".")[1]))
+        if why:
+            print(f"WARNING: {cfg.path}: {field}: {why}", file=sys.stderr)
     if args.hpt and cfg.job.experiment:
         print(
             f"WARNING: {cfg.path}: job.experiment is not used by tuning studies "
