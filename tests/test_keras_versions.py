@@ -1,7 +1,7 @@
 """Each Keras image path pins one TensorFlow in every file that names it.
 
 The Deep Learning Containers answer keeps the TensorFlow Google preinstalls in its newest tf2
-image (2.17, the prebuilt executor's too); the nvidia-cuda answer pip-installs the newest release
+image (2.17); the nvidia-cuda answer pip-installs the newest release
 (2.21). tests/test_generated.py trains the default (DLC) bake only, so the nvidia-cuda bakes are
 checked here as rendered: requirements.txt, the Dockerfile, the Makefile's lock for the base's
 Python (with TensorFlow's CUDA wheels on the GPU image), requirements-dev.txt's protobuf pins
@@ -50,9 +50,9 @@ def test_one_tensorflow_per_image_path(tmp_path, path):
 
     dev = (project / "requirements-dev.txt").read_text()
     assert (PROTOBUF_4 in dev) == (version == "2.17")
-    # Package mode runs on Google's prebuilt TensorFlow 2.17 image whatever the base answer.
+    # Google serves no TensorFlow executor any more (tests/test_image_dates.py): none is named.
     config = yaml.safe_load((project / "vertex.yaml").read_text())
-    assert ".2-17.py310" in config["python_package"]["executor_image_uri"]
+    assert config["python_package"]["executor_image_uri"] == ""
 
     readme = (project / "README.md").read_text()
     row = re.search(rf"^\| `{answers['base_image']}` \|.*$", readme, re.M).group(0)
