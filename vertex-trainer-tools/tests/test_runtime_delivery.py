@@ -20,6 +20,7 @@ import pytest
 from fake_vertex import FakeGoogleCloud
 from submit_helpers import make, offline_env, pin_runtime, project_copy, submit_in_process
 from vertex_trainer_tools import cli, runtime_package
+from vertex_trainer_tools import lock as lock_lib
 from vertex_trainer_tools import submit as submit_lib
 from vertex_trainer_tools.errors import USAGE
 
@@ -96,6 +97,8 @@ def test_build_puts_the_wheel_in_the_context_before_docker_builds(project, tmp_p
     )
     docker.chmod(0o755)
     monkeypatch.setenv("DOCKER", str(docker))
+    digest = lock_lib.requirements_hash(project)  # as `make lock` leaves it (test_lock.py)
+    (project / lock_lib.LOCK).write_text(f"# python: 3.10\n# requirements.txt sha256: {digest}\n")
     assert cli.main(["build", "--tag=t1"]) == 0
     assert seen.read_text().split() == [WHEEL]
 
