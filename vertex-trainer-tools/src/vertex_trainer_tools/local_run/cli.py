@@ -116,12 +116,11 @@ def refuse_trainer_args(config, args: argparse.Namespace) -> None:
     flag it lacks): one line each, before any replica starts, as ``check`` reports them."""
     if args.module != "trainer.task":
         return  # another module's flags are not the trainer's
-    from vertex_trainer_tools import config as config_module
     from vertex_trainer_tools import preflight as config_checks
 
     lines = config_checks.argument_lines(config, config.job.args, args.trainer_args, None)
     if lines:
-        raise config_module.ConfigError(*lines)
+        raise ToolError(*lines)
 
 
 def print_env(job: Job, command: list[str], envs: dict[str, dict[str, str]] | None = None) -> None:
