@@ -18,9 +18,9 @@ import pytest
 from vertex_trainer_runtime import checkpoints
 
 from conftest import PROJECT
+from vertex_trainer_tools import cli as tools_cli
 from vertex_trainer_tools import contract
 
-cli = importlib.import_module("vertex_trainer_tools.local_run.cli")
 folders = importlib.import_module("vertex_trainer_tools.local_run.folders")
 preflight = importlib.import_module("vertex_trainer_tools.local_run.preflight")
 supervisor = importlib.import_module("vertex_trainer_tools.local_run.supervisor")
@@ -46,7 +46,7 @@ def run_fake(capsys, root, state, *runner_args, steps=2, replicas=1, trainer_arg
     if replicas is not None:
         argv.append(f"--replicas={replicas}")
     argv += [*runner_args, "--", "--state", str(state), f"--steps={steps}", *trainer_args]
-    status = cli.main(argv)
+    status = tools_cli.main(["local-run", *argv])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 
@@ -208,7 +208,7 @@ def test_a_resumed_job_is_the_job_its_folder_records(tmp_path, fake, capsys):
 def test_kill_drill_on_a_replica_the_job_lacks_fails_before_anything_runs(tmp_path, capsys):
     root = tmp_path / "jobs"
     argv = [f"--jobs-root={root}", "--replicas=1", "--kill-after=5", "--kill-replica=workerpool1-0"]
-    assert cli.main(argv) == 2
+    assert tools_cli.main(["local-run", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         "ERROR: --kill-replica: workerpool1-0 is not a replica of this job "

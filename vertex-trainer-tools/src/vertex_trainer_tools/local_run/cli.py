@@ -210,20 +210,6 @@ def command(args: argparse.Namespace) -> int:
     return status
 
 
-def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> argparse.Namespace:
-    """local-run's options parsed by the tools' one parser (the name of earlier versions)."""
-    from vertex_trainer_tools import cli
-
-    return cli.parse(["local-run", *argv])
-
-
-def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run") -> int:
-    """``vertex-tools local-run ARGV``: the entry point of earlier versions, kept working."""
-    from vertex_trainer_tools import cli
-
-    return cli.main(["local-run", *(sys.argv[1:] if argv is None else argv)])
-
-
 def make_job_folder(job: Job, args: argparse.Namespace, display_name: str) -> Job:
     """Create the job's folder (a new one, or the resumed or given one) and point ``latest``
     at it; OSError when the place is not a writable folder."""
