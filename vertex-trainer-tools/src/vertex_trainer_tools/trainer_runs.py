@@ -19,10 +19,10 @@ from pathlib import Path
 
 from vertex_trainer_runtime import checkpoints, vertex_env
 
+from vertex_trainer_tools.local_run.job import free_ports
 from vertex_trainer_tools.project import project_root
 from vertex_trainer_tools.testing import (
     cluster_spec,
-    free_ports,
     is_vertex_variable,
     kill,
     without_vertex,
