@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from vertex_trainer_runtime import checkpoints
 
-from conftest import PROJECT
+from conftest import PROJECT, install_fake_trainer
 from vertex_trainer_tools import cli as tools_cli
 from vertex_trainer_tools import contract
 
@@ -26,7 +26,6 @@ preflight = importlib.import_module("vertex_trainer_tools.local_run.preflight")
 supervisor = importlib.import_module("vertex_trainer_tools.local_run.supervisor")
 record = importlib.import_module("vertex_trainer_tools.local_run.record")
 config = importlib.import_module("vertex_trainer_tools.config")
-drill = importlib.import_module("vertex_trainer_tools.testing")
 
 DISPLAY_NAME = config.load(PROJECT / "vertex.yaml").job.display_name
 JOB_FOLDER = re.compile("^" + re.escape(DISPLAY_NAME) + r"-\d{8}-\d{6}(-\d+)?$")
@@ -34,7 +33,7 @@ JOB_FOLDER = re.compile("^" + re.escape(DISPLAY_NAME) + r"-\d{8}-\d{6}(-\d+)?$")
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    return drill.install_fake_trainer(tmp_path, monkeypatch)
+    return install_fake_trainer(tmp_path, monkeypatch)
 
 
 def run_fake(capsys, root, state, *runner_args, steps=2, replicas=1, trainer_args=()):

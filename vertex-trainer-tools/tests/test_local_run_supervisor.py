@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT
+from conftest import PROJECT, install_fake_trainer
 from vertex_trainer_tools import cli as tools_cli
 
 job_spec = importlib.import_module("vertex_trainer_tools.local_run.job")
@@ -44,7 +44,7 @@ def alive(pid: int) -> bool:
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """The fake trainer as module ``fake_trainer``, and a folder for what it records."""
-    return drill.install_fake_trainer(tmp_path, monkeypatch)
+    return install_fake_trainer(tmp_path, monkeypatch)
 
 
 def starts(state: Path, name: str) -> int:

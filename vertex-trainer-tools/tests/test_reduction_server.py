@@ -15,7 +15,7 @@ import pytest
 import yaml
 from vertex_trainer_runtime import runtime
 
-from conftest import PROJECT
+from conftest import PROJECT, install_fake_trainer
 from vertex_trainer_tools import cli as tools_cli
 from vertex_trainer_tools import containers, testing
 
@@ -80,7 +80,7 @@ def test_print_env_marks_the_idle_replicas(with_reducers, tmp_path, capsys):
 def test_the_reducers_idle_through_the_job_and_stop_with_it(
     with_reducers, tmp_path, capsys, monkeypatch
 ):
-    state = testing.install_fake_trainer(tmp_path, monkeypatch)
+    state = install_fake_trainer(tmp_path, monkeypatch)
     argv = [f"--config={with_reducers}", "--replicas=2", f"--output-dir={tmp_path / 'job'}"]
     argv += ["--module=fake_trainer", "--grace=30", "--", "--state", str(state)]
     argv += ["--chief-seconds=1", "--worker-seconds=1"]
