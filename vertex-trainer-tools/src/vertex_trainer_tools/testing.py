@@ -21,16 +21,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from vertex_trainer_tools.local_run import launcher
 from vertex_trainer_tools.project import project_root
+from vertex_trainer_tools.replica_hooks import drill_hooks
 
 CHIEF = "workerpool0-0"
 SPOT_GRACE_SECONDS = 30  # Compute Engine's: SIGKILL this long after the preemption's SIGTERM
 # What Vertex sets on a replica; a test's trainer must not inherit them from the caller's shell.
 VERTEX_PREFIXES = ("AIP_", "CLOUD_ML_", "CLUSTER_SPEC", "TF_CONFIG")
+# The drills' test hooks (``replica_hooks/drill_hooks.py``): in every job ``run_local_job`` runs
+# (through local-run's ``LOCAL_RUN_HOOKS``) and every trainer ``trainer_runs`` starts; each acts
+# only on its variable, such as this one: every training step lasts at least this many seconds.
+HOOKS_DIR = Path(__file__).with_name("replica_hooks")
+DRILL_STEP_SECONDS_ENV = drill_hooks.STEP_SECONDS_ENV
 
 
 def is_vertex_variable(name: str) -> bool:
@@ -42,6 +49,11 @@ def without_vertex(**extra: str) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items() if not is_vertex_variable(name)}
     env.update(extra)
     return env
+
+
+def with_drill_hooks(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the drills' hooks last on its PYTHONPATH, for a trainer a test starts."""
+    return {**env, "PYTHONPATH": launcher.with_hooks(env, str(HOOKS_DIR))}
 
 
 def read_metrics(path: str | Path) -> list[dict]:
@@ -210,6 +222,7 @@ def run_local_job(
 ) -> LocalJob:
     """``vertex-tools local-run RUNNER_ARGS -- TRAINER_ARGS`` from the project root.
 
+    The drills' hooks load into every replica (``HOOKS_DIR``), in containers too.
     On timeout the runner gets SIGTERM (it stops its replicas), then SIGKILL; the caller's
     test then fails on the non-zero return code. Afterwards no process of the job and no
     temporary folder of the runner may remain.
@@ -231,7 +244,7 @@ def run_local_job(
     process = subprocess.Popen(
         command,
         cwd=project or project_root(),
-        env={**os.environ, **(env or {})},
+        env={launcher.HOOKS_ENV: str(HOOKS_DIR), **os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
