@@ -129,6 +129,8 @@ class _Patching(importlib.abc.Loader):
         self.apply(module)
 
     def __getattr__(self, name):  # get_source, get_resource_reader ...: the module's loader
+        if name == "loader":  # not set yet (a copy): no recursion
+            raise AttributeError(name)
         return getattr(self.loader, name)
 
 
