@@ -42,6 +42,8 @@ import yaml
 from packaging.utils import canonicalize_name
 from vertex_trainer_tools import lock as lock_lib
 from vertex_trainer_tools import runtime_package
+from vertex_trainer_tools.local_run.launcher import HOOKS_ENV
+from vertex_trainer_tools.testing import HOOKS_DIR
 
 from conftest import bake
 
@@ -405,7 +407,7 @@ def test_image_trains_reports_and_resumes_after_docker_kill(image, tmp_path):
 
 # XGBoost's cluster: long enough that a checkpoint is complete before the job ends.
 CLUSTER_ARGS = "--num-boost-round=600 --checkpoint-rounds=10"
-# At 1 s a round (the drills' hook): a checkpoint every 2 rounds, the last at the last round.
+# At 1 s a round (the drills' hooks): a checkpoint every 2 rounds, the last at the last round.
 SLOW_ROUNDS, SLOW_CHECKPOINT_ROUNDS = 8, 2
 SLOW_CLUSTER_ARGS = f"--num-boost-round={SLOW_ROUNDS} --checkpoint-rounds={SLOW_CHECKPOINT_ROUNDS}"
 
@@ -431,11 +433,14 @@ def default_image(image, tmp_path):
 
 
 def train_local(project: Path, config: Path, *variables: str, args: str = CLUSTER_ARGS) -> str:
-    """``make train-local IMAGE=1 ...`` in the (temporary) baked project; its output."""
+    """``make train-local IMAGE=1 ...`` in the (temporary) baked project; its output. The
+    drills' hooks are mounted into every container (they act only on ``job.env``'s variables,
+    such as ``VERTEX_TRAINER_DRILL_STEP_SECONDS``)."""
     command = ["make", "train-local", f"PYTHON={sys.executable}", f"CONFIG={config}", "IMAGE=1"]
     result = subprocess.run(
         [*command, f"ARGS={args}", *variables],
         cwd=project,
+        env={**os.environ, HOOKS_ENV: str(HOOKS_DIR)},
         capture_output=True,
         text=True,
         timeout=900,
@@ -523,8 +528,9 @@ def test_xgboost_containers_at_1_s_rounds_lose_no_round_to_a_kill_or_a_notice(de
     assert not left_behind(finished), "containers or networks left behind"
 
 
-# Issue 25's drills for a notice as containers: steps slowed to a real step time (the trainers'
-# test-only hook, set through vertex.yaml's job.env as a user's variable would be).
+# Issue 25's drills for a notice as containers: steps slowed to a real step time (the tools'
+# drill hooks, which train_local mounts into every container; the variable reaches them
+# through vertex.yaml's job.env as a user's variable would).
 DRILL_STEP_SECONDS = "1"
 GRACE = 30.0  # Compute Engine stops a preempted VM about 30 s after its SIGTERM
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import subprocess
 import sys
 
 import pytest
 from vertex_trainer_tools.experiments_stand_in import ExperimentsServer
+from vertex_trainer_tools.replica_hooks import drill_hooks
 
 from vertex_trainer_runtime import tracking
 
@@ -19,12 +21,22 @@ STORE = "projects/demo-project/locations/us-central1/metadataStores/default"
 ARGS = argparse.Namespace(learning_rate=0.01, epochs=2, fp16=False, eval_data=None, tags=["a"])
 
 
+@pytest.fixture(autouse=True)
+def stand_in(monkeypatch):
+    """The tracker sent to the stand-in that ``job_env`` names, as the drills' hooks send a
+    trainer's (here in this process; the variable is restored after the test)."""
+    start = drill_hooks.stand_in_endpoint(tracking.Tracker._start)
+    monkeypatch.setattr(tracking.Tracker, "_start", start)
+    monkeypatch.setenv(drill_hooks.ENDPOINT_ENV, "")
+
+
 def job_env(url: str, run: str = "train-20260101-000000") -> dict[str, str]:
-    """What ``vertex-tools submit`` puts into the job's env (full resource names)."""
+    """What ``vertex-tools submit`` puts into the job's env (full resource names); the stand-in
+    at ``url`` for the test's tracker."""
+    os.environ[drill_hooks.ENDPOINT_ENV] = url
     return {
         tracking.EXPERIMENT_ENV: f"{STORE}/contexts/my-runs",
         tracking.RUN_ENV: f"{STORE}/contexts/my-runs-{run}",
-        tracking.ENDPOINT_ENV: url,
     }
 
 

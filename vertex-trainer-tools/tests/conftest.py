@@ -3,7 +3,7 @@ per test process with its defaults into a temporary folder (``PROJECT``).
 
 A project's ``trainer/`` is framework-free where the tools read it (flags, the metric, the
 checkpoint protocol), so no framework is installed for these tests; the emulator's own tests
-use a stand-in trainer (``vertex_trainer_tools.testing.FAKE_TRAINER``).
+use a stand-in trainer (``fake_trainer.py``, installed by ``install_fake_trainer``).
 """
 
 from __future__ import annotations
@@ -41,3 +41,13 @@ PROJECT = bake_project()
 os.environ[PROJECT_ENV] = str(PROJECT)  # the tools' project when a test runs them in-process
 if str(PROJECT) not in sys.path:  # the project's framework-free trainer modules
     sys.path.insert(0, str(PROJECT))
+
+
+def install_fake_trainer(tmp_path: Path, monkeypatch) -> Path:
+    """Make ``fake_trainer.py`` importable by the replicas as ``fake_trainer`` (a copy in
+    ``tmp_path``, the replicas' only PYTHONPATH); return the folder it records in."""
+    shutil.copy(Path(__file__).with_name("fake_trainer.py"), tmp_path / "fake_trainer.py")
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    return state

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import PROJECT
+from vertex_trainer_tools.errors import ToolError
 
 cli = importlib.import_module("vertex_trainer_tools.cli")
 config_lib = importlib.import_module("vertex_trainer_tools.config")
@@ -33,9 +34,9 @@ def parse(data: dict) -> config_lib.Config:
 
 
 def problems(data: dict) -> list[str]:
-    with pytest.raises(config_lib.ConfigError) as caught:
+    with pytest.raises(ToolError) as caught:
         parse(data)
-    return caught.value.problems
+    return caught.value.lines
 
 
 def test_the_generated_config_is_valid_and_names_its_placeholders():
@@ -320,11 +321,11 @@ def test_placeholders_are_found_anywhere():
 
 
 def test_unreadable_or_broken_files_are_one_line(tmp_path):
-    with pytest.raises(config_lib.ConfigError, match="cannot read it"):
+    with pytest.raises(ToolError, match="cannot read it"):
         config_lib.load(tmp_path / "missing.yaml")
     broken = tmp_path / "broken.yaml"
     broken.write_text("project: [unclosed\n")
-    with pytest.raises(config_lib.ConfigError, match="is not valid YAML"):
+    with pytest.raises(ToolError, match="is not valid YAML"):
         config_lib.load(broken)
 
 
@@ -344,9 +345,9 @@ def line_number(path: Path, needle: str, occurrence: int = 1) -> int:
 
 
 def load_problems(path: Path) -> list[str]:
-    with pytest.raises(config_lib.ConfigError) as caught:
+    with pytest.raises(ToolError) as caught:
         config_lib.load(path)
-    return caught.value.problems
+    return caught.value.lines
 
 
 def test_a_primary_pool_of_several_replicas_is_one_located_line(tmp_path):

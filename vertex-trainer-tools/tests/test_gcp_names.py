@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from conftest import PROJECT
+from vertex_trainer_tools.errors import ToolError
 
 config_lib = importlib.import_module("vertex_trainer_tools.config")
 preflight = importlib.import_module("vertex_trainer_tools.preflight")
@@ -30,9 +31,9 @@ def valid() -> dict:
 
 
 def problems(data: dict) -> list[str]:
-    with pytest.raises(config_lib.ConfigError) as caught:
+    with pytest.raises(ToolError) as caught:
         config_lib.parse(data, "vertex.yaml")
-    return caught.value.problems
+    return caught.value.lines
 
 
 RESERVED = "uses a reserved form ('goog', 'google' or an IP) (e.g. gs://my-project-123-vertex)"

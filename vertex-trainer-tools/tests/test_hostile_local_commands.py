@@ -8,7 +8,6 @@ new on disk. ``{tmp}`` in a case is the test's folder, prepared by ``prepare()``
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -20,9 +19,7 @@ import pytest
 import yaml
 
 from conftest import PROJECT
-
-local_run = importlib.import_module("vertex_trainer_tools.local_run.cli")
-serving_cli = importlib.import_module("vertex_trainer_tools.serving.cli")
+from vertex_trainer_tools import cli as tools_cli
 
 RECORD = {
     "job_id": "1234",
@@ -291,7 +288,7 @@ def test_local_run_refuses_hostile_input_in_one_line(tmp_path, capsys, name, arg
     argv = [part.format(tmp=tmp_path) for part in argv]
     own = [f"--jobs-root={tmp_path / 'jobs'}", f"--config={PROJECT / 'vertex.yaml'}"]
     try:
-        status = local_run.main([*own, *argv])
+        status = tools_cli.main(["local-run", *own, *argv])
     except SystemExit as exit_:  # argparse's refusals
         status = exit_.code
     out, err = capsys.readouterr()
@@ -313,7 +310,7 @@ def test_predict_local_refuses_hostile_input_in_one_line(
     if not any(part.startswith("--model-dir") for part in argv):
         argv.append(f"--model-dir={tmp_path / 'no_artifact'}")
     try:
-        status = serving_cli.main(argv)
+        status = tools_cli.main(["predict-local", *argv])
     except SystemExit as exit_:
         status = exit_.code
     out, err = capsys.readouterr()
@@ -330,7 +327,7 @@ def test_local_run_in_a_read_only_jobs_root_is_one_line(tmp_path, capsys):
     root = tmp_path / "jobs"
     root.mkdir(mode=0o500)
     argv = ["--module=fake_trainer", f"--jobs-root={root}", f"--config={PROJECT / 'vertex.yaml'}"]
-    status = local_run.main(argv)
+    status = tools_cli.main(["local-run", *argv])
     out, err = capsys.readouterr()
     check_refusal(status, out, err, f"{root}")
     assert "Permission denied" in err and list(root.iterdir()) == []
@@ -355,7 +352,7 @@ def test_a_model_bst_xgboost_cannot_load_is_one_line(tmp_path, capsys, content):
     (tmp_path / "model" / "model.bst").write_bytes(content)
     (tmp_path / "request.json").write_text('{"instances": [[1.0, 2.0]]}')
     argv = [f"--instances={tmp_path / 'request.json'}", f"--model-dir={tmp_path / 'model'}"]
-    status = serving_cli.main(argv)
+    status = tools_cli.main(["predict-local", *argv])
     out, err = capsys.readouterr()
     line = f"{tmp_path / 'model'}/model.bst: not a model XGBoost can load ("
     check_refusal(status, out, err, line)

@@ -23,6 +23,7 @@ from google.cloud import aiplatform_v1
 
 from conftest import PROJECT, TEMPLATE
 from submit_helpers import EXECUTOR_AVAILABLE_ON, cloud_values, image_dates, parse_strict
+from vertex_trainer_tools.errors import ToolError
 
 cli = importlib.import_module("vertex_trainer_tools.cli")
 config_lib = importlib.import_module("vertex_trainer_tools.config")
@@ -162,7 +163,7 @@ def test_a_hostile_config(framework, case, tmp_path, in_project, capsys):
     refusal(submit, expect, "submit --dry-run")
     try:
         config_lib.load(path)
-    except config_lib.ConfigError:  # the file itself is refused: by every command
+    except ToolError:  # the file itself is refused: by every command
         upload = ["upload-model", "--dry-run", f"--config={path}", "--job=outputs/local/latest"]
         refusal(run(cli.main, upload, capsys), expect, "upload-model")
         gcloud = run(cli.main, ["gcloud-config", f"--config={path}"], capsys)

@@ -97,8 +97,8 @@ def test_the_config_modules_have_no_command_line():
 
 
 def test_one_main_prints_the_errors():
-    """Only ``cli.main`` prints ``ERROR:`` lines of a ``ToolError``; the ``main`` of earlier
-    versions (local-run, predict-local) hand their arguments to it."""
+    """Only ``cli.main`` prints ``ERROR:`` lines of a ``ToolError``: no command has a
+    ``main`` of its own."""
     mains = {
         name
         for name, tree in modules().items()
@@ -107,7 +107,5 @@ def test_one_main_prints_the_errors():
     }
     assert mains == {
         f"{NAME}.cli",
-        f"{NAME}.local_run.cli",
-        f"{NAME}.serving.cli",
         f"{NAME}.serving.xgboost_predictor",  # the predictor process's, not a command's
     }

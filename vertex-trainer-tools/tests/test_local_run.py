@@ -11,6 +11,7 @@ import pytest
 from vertex_trainer_runtime import runtime
 
 from conftest import PROJECT
+from vertex_trainer_tools import cli as tools_cli
 
 job_spec = importlib.import_module("vertex_trainer_tools.local_run.job")
 launcher = importlib.import_module("vertex_trainer_tools.local_run.launcher")
@@ -228,8 +229,8 @@ def test_trial_values_are_reproducible_in_range_and_formatted_like_vertex():
 
 def test_hpt_trial_args_come_last_as_name_equals_value(tmp_path):
     study = config.load(PROJECT / "vertex.yaml").hpt
-    args = cli.parse_args(
-        ["--hpt-trial=2", f"--output-dir={tmp_path}", "--job-id=5", "--", "--seed=7"]
+    args = tools_cli.parse(
+        ["local-run", "--hpt-trial=2", f"--output-dir={tmp_path}", "--job-id=5", "--", "--seed=7"]
     )
     job, _, _ = cli.build(args)
     trial_args = job.args[-len(study.parameters) :]
@@ -254,7 +255,7 @@ def test_last_measurement_reads_the_hypertune_file(tmp_path):
 
 def test_print_env_shows_every_replica(tmp_path, capsys):
     argv = ["--replicas=2", f"--output-dir={tmp_path}", "--print-env"]
-    assert cli.main(argv) == 0
+    assert tools_cli.main(["local-run", *argv]) == 0
     out = capsys.readouterr().out
     assert "workerpool0-0:" in out and "workerpool1-0:" in out and "TF_CONFIG=" in out
     assert not os.listdir(tmp_path), "--print-env runs nothing"

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import PROJECT
 from vertex_trainer_tools import config as config_lib
-from vertex_trainer_tools.local_run import images
+from vertex_trainer_tools.local_run import images, launcher
 
 LOCAL_RUN = [sys.executable, "-m", "vertex_trainer_tools", "local-run"]
 
@@ -126,6 +126,19 @@ def test_replicas_run_as_containers_with_the_container_side_vertex_env(fake_dock
         assert any(call[0] == kind and call[-2:] == label for call in made if len(call) > 3)
     assert ["container", "rm", "--force", "--volumes", "c1", "c2"] in made
     assert ["network", "rm", "n1"] in made
+
+
+def test_the_test_hooks_are_mounted_read_only_and_last_on_the_python_path(fake_docker, tmp_path):
+    run, calls = fake_docker
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    run.env[launcher.HOOKS_ENV] = str(hooks)
+    result = run(f"--image={IMAGE}", "--", "--num-boost-round=3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (call,) = [call for call in calls() if call[:1] == ["run"]]
+    assert f"{hooks}:{images.HOOKS_DIR}:ro" in values(call, "--volume")
+    env = dict(value.split("=", 1) for value in values(call, "--env"))
+    assert env["PYTHONPATH"] == images.HOOKS_DIR
 
 
 def test_gpus_reach_every_container_and_only_containers(fake_docker, tmp_path):

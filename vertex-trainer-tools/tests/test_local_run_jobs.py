@@ -17,16 +17,15 @@ from pathlib import Path
 import pytest
 from vertex_trainer_runtime import checkpoints
 
-from conftest import PROJECT
+from conftest import PROJECT, install_fake_trainer
+from vertex_trainer_tools import cli as tools_cli
 from vertex_trainer_tools import contract
 
-cli = importlib.import_module("vertex_trainer_tools.local_run.cli")
 folders = importlib.import_module("vertex_trainer_tools.local_run.folders")
 preflight = importlib.import_module("vertex_trainer_tools.local_run.preflight")
 supervisor = importlib.import_module("vertex_trainer_tools.local_run.supervisor")
 record = importlib.import_module("vertex_trainer_tools.local_run.record")
 config = importlib.import_module("vertex_trainer_tools.config")
-drill = importlib.import_module("vertex_trainer_tools.testing")
 
 DISPLAY_NAME = config.load(PROJECT / "vertex.yaml").job.display_name
 JOB_FOLDER = re.compile("^" + re.escape(DISPLAY_NAME) + r"-\d{8}-\d{6}(-\d+)?$")
@@ -34,7 +33,7 @@ JOB_FOLDER = re.compile("^" + re.escape(DISPLAY_NAME) + r"-\d{8}-\d{6}(-\d+)?$")
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    return drill.install_fake_trainer(tmp_path, monkeypatch)
+    return install_fake_trainer(tmp_path, monkeypatch)
 
 
 def run_fake(capsys, root, state, *runner_args, steps=2, replicas=1, trainer_args=()):
@@ -46,7 +45,7 @@ def run_fake(capsys, root, state, *runner_args, steps=2, replicas=1, trainer_arg
     if replicas is not None:
         argv.append(f"--replicas={replicas}")
     argv += [*runner_args, "--", "--state", str(state), f"--steps={steps}", *trainer_args]
-    status = cli.main(argv)
+    status = tools_cli.main(["local-run", *argv])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 
@@ -208,7 +207,7 @@ def test_a_resumed_job_is_the_job_its_folder_records(tmp_path, fake, capsys):
 def test_kill_drill_on_a_replica_the_job_lacks_fails_before_anything_runs(tmp_path, capsys):
     root = tmp_path / "jobs"
     argv = [f"--jobs-root={root}", "--replicas=1", "--kill-after=5", "--kill-replica=workerpool1-0"]
-    assert cli.main(argv) == 2
+    assert tools_cli.main(["local-run", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         "ERROR: --kill-replica: workerpool1-0 is not a replica of this job "

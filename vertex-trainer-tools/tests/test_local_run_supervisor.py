@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT
+from conftest import PROJECT, install_fake_trainer
+from vertex_trainer_tools import cli as tools_cli
 
 job_spec = importlib.import_module("vertex_trainer_tools.local_run.job")
 launcher = importlib.import_module("vertex_trainer_tools.local_run.launcher")
@@ -43,7 +44,7 @@ def alive(pid: int) -> bool:
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """The fake trainer as module ``fake_trainer``, and a folder for what it records."""
-    return drill.install_fake_trainer(tmp_path, monkeypatch)
+    return install_fake_trainer(tmp_path, monkeypatch)
 
 
 def starts(state: Path, name: str) -> int:
@@ -202,14 +203,20 @@ def test_sigterm_drill_sigkills_a_replica_still_running_after_the_grace_period(t
 
 
 def test_kill_signal_and_grace_flags():
-    args = cli.parse_args(["--kill-after=checkpoint", "--kill-signal=TERM", "--kill-grace=12"])
+    args = tools_cli.parse(
+        ["local-run", "--kill-after=checkpoint", "--kill-signal=TERM", "--kill-grace=12"]
+    )
     assert (args.kill_signal, args.kill_grace) == ("TERM", 12.0)
-    defaults = cli.parse_args([])
+    defaults = tools_cli.parse(["local-run"])
     assert (defaults.kill_signal, defaults.kill_grace) == ("KILL", 30.0)
     with pytest.raises(SystemExit):
-        cli.parse_args(["--kill-signal=INT"])
+        tools_cli.parse(["local-run", "--kill-signal=INT"])
     with pytest.raises(ValueError, match="--kill-grace must be >= 0"):
-        cli.build(cli.parse_args(["--config", str(PROJECT / "vertex.yaml"), "--kill-grace=-1"]))
+        cli.build(
+            tools_cli.parse(
+                ["local-run", "--config", str(PROJECT / "vertex.yaml"), "--kill-grace=-1"]
+            )
+        )
 
 
 @pytest.mark.parametrize(
@@ -221,13 +228,13 @@ def test_kill_signal_and_grace_flags():
     ],
 )
 def test_kill_after_values(value, parsed):
-    assert cli.parse_args([f"--kill-after={value}"]).kill_after == parsed
+    assert tools_cli.parse(["local-run", f"--kill-after={value}"]).kill_after == parsed
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "checkpoint:0", "checkpoint:x"])
 def test_kill_after_rejects_bad_values(value):
     with pytest.raises(SystemExit):
-        cli.parse_args([f"--kill-after={value}"])
+        tools_cli.parse(["local-run", f"--kill-after={value}"])
 
 
 def test_restart_job_on_worker_restart_restarts_every_replica_on_fresh_ports(tmp_path, fake):
@@ -300,7 +307,7 @@ def test_main_runs_the_job_with_each_replica_seeing_its_env(tmp_path, fake, caps
         str(fake),
         "--steps=3",
     ]
-    assert cli.main(argv) == 0
+    assert tools_cli.main(["local-run", *argv]) == 0
     output = capsys.readouterr().out
     assert f"local_run | job {job_id}: workerpool0 x1, workerpool1 x1" in output
     assert f"local_run | model: {out_dir}/model/" in output

@@ -1,5 +1,5 @@
 """The pytest plugin as a project's tests use it: its fixtures in a pytest run of their own, in a
-copy of the baked project, with the stand-in trainer (``FAKE_TRAINER``) as the module the
+copy of the baked project, with the stand-in trainer (``fake_trainer.py``) as the module the
 emulator runs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import PROJECT
+from conftest import PROJECT, install_fake_trainer
 from vertex_trainer_tools import pytest_plugin, testing
 
 pytest_plugins = ["pytester"]
@@ -55,7 +55,7 @@ def project_copy(pytester, tmp_path, monkeypatch):
             shutil.copytree(source, pytester.path / name)
         else:
             shutil.copy(source, pytester.path / name)
-    state = testing.install_fake_trainer(tmp_path, monkeypatch)
+    state = install_fake_trainer(tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_STATE", str(state))
     monkeypatch.setenv("PATH", "/nonexistent")  # no docker: project_image must skip
     pytester.makepyfile(test_fixtures=TESTS)
@@ -75,7 +75,6 @@ def test_helpers_write_what_vertex_writes(tmp_path):
     (tmp_path / "m").write_text('{"auc": "0.5"}\n\n{"auc": "0.75"}\n')
     assert [line["auc"] for line in testing.read_metrics(tmp_path / "m")] == ["0.5", "0.75"]
     assert testing.read_metrics(tmp_path / "none") == []
-    assert len(set(testing.free_ports(3))) == 3
 
 
 def test_sigterm_to_exit_reads_the_drill_line_and_holds_the_grace(tmp_path):

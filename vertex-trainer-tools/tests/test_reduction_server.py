@@ -15,7 +15,8 @@ import pytest
 import yaml
 from vertex_trainer_runtime import runtime
 
-from conftest import PROJECT
+from conftest import PROJECT, install_fake_trainer
+from vertex_trainer_tools import cli as tools_cli
 from vertex_trainer_tools import containers, testing
 
 cli = importlib.import_module("vertex_trainer_tools.local_run.cli")
@@ -46,7 +47,9 @@ def test_pools_of_another_image_keep_their_count_with_replicas(configured, repli
 
 
 def test_every_replica_sees_the_reducers_as_vertex_shows_them(with_reducers, tmp_path, capsys):
-    args = cli.parse_args([f"--config={with_reducers}", "--replicas=2", f"--output-dir={tmp_path}"])
+    args = tools_cli.parse(
+        ["local-run", f"--config={with_reducers}", "--replicas=2", f"--output-dir={tmp_path}"]
+    )
     job, _, _ = cli.build(args)
     assert "workerpool2 runs us-docker.pkg.dev/vertex-ai-restricted" in capsys.readouterr().out
     assert [len(job.pools[p]) for p in runtime.POOLS[:3]] == [1, 1, 2]
@@ -68,7 +71,7 @@ def test_every_replica_sees_the_reducers_as_vertex_shows_them(with_reducers, tmp
 
 def test_print_env_marks_the_idle_replicas(with_reducers, tmp_path, capsys):
     argv = [f"--config={with_reducers}", "--replicas=2", f"--output-dir={tmp_path}", "--print-env"]
-    assert cli.main(argv) == 0
+    assert tools_cli.main(["local-run", *argv]) == 0
     out = capsys.readouterr().out
     for name in ("workerpool2-0", "workerpool2-1"):
         assert f"{name}: (another image on Vertex: idle here)" in out
@@ -77,12 +80,12 @@ def test_print_env_marks_the_idle_replicas(with_reducers, tmp_path, capsys):
 def test_the_reducers_idle_through_the_job_and_stop_with_it(
     with_reducers, tmp_path, capsys, monkeypatch
 ):
-    state = testing.install_fake_trainer(tmp_path, monkeypatch)
+    state = install_fake_trainer(tmp_path, monkeypatch)
     argv = [f"--config={with_reducers}", "--replicas=2", f"--output-dir={tmp_path / 'job'}"]
     argv += ["--module=fake_trainer", "--grace=30", "--", "--state", str(state)]
     argv += ["--chief-seconds=1", "--worker-seconds=1"]
     started = time.monotonic()
-    status = cli.main(argv)
+    status = tools_cli.main(["local-run", *argv])
     out = capsys.readouterr().out
     assert status == 0, out
     assert time.monotonic() - started < 25, "idle replicas are stopped at once, not after --grace"

@@ -12,9 +12,10 @@ import textwrap
 
 import pytest
 
+from vertex_trainer_tools import cli as tools_cli
 from vertex_trainer_tools import serving
 from vertex_trainer_tools.errors import ToolError
-from vertex_trainer_tools.serving import cli, envs, hf, tf_rows
+from vertex_trainer_tools.serving import envs, hf, tf_rows
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -40,14 +41,20 @@ def test_a_bad_request_file_is_one_error_line_and_exit_2(tmp_path, capsys, conte
         path.write_text(content)
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "model.bst").write_text("")
-    assert cli.main([f"--instances={path}", f"--model-dir={tmp_path / 'model'}"]) == 2
+    assert (
+        tools_cli.main(
+            ["predict-local", f"--instances={path}", f"--model-dir={tmp_path / 'model'}"]
+        )
+        == 2
+    )
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith(f"ERROR: {path}: ") and why in err and err.count("\n") == 1, err
 
 
 def test_make_predict_local_without_instances_says_how_to_give_them(capsys):
-    assert cli.main(["--instances="]) == 2  # what `make predict-local` passes without INSTANCES
+    given = ["predict-local", "--instances="]  # what `make predict-local` passes without INSTANCES
+    assert tools_cli.main(given) == 2
     assert capsys.readouterr().err == (
         "ERROR: --instances: no request file given "
         "(e.g. make predict-local INSTANCES=instances.json)\n"
@@ -63,7 +70,7 @@ def test_a_model_dir_without_an_artifact_is_one_error_line_and_exit_2(tmp_path):
     empty = run_cli(f"--instances={request}", f"--model-dir={tmp_path / 'empty'}")
     assert (missing.returncode, empty.returncode) == (2, 2)
     assert missing.stderr == (
-        f"ERROR: {tmp_path / 'nowhere'}: no such model dir (e.g. {cli.DEFAULT_MODEL_DIR})\n"
+        f"ERROR: {tmp_path / 'nowhere'}: no such model dir (e.g. {serving.DEFAULT_MODEL_DIR})\n"
     )
     assert empty.stderr == (
         f"ERROR: {tmp_path / 'empty'}: no saved_model.pb, model.bst, config.json "

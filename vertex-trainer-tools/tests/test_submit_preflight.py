@@ -23,6 +23,7 @@ from submit_helpers import (
     submit_in_process,
     write_config,
 )
+from vertex_trainer_tools.errors import ToolError
 
 
 @pytest.fixture
@@ -343,5 +344,5 @@ def test_a_long_experiment_keeps_the_runs_timestamp_within_128_characters():
     assert STAMP.search(run) and run[0].isalnum()
 
     data["job"]["experiment"] = "e" * 101
-    with pytest.raises(config_lib.ConfigError, match=r"job.experiment: .*\(1-100\)"):
+    with pytest.raises(ToolError, match=r"job.experiment: .*\(1-100\)"):
         config_lib.parse(data, "vertex.yaml")

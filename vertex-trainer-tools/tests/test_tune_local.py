@@ -22,7 +22,9 @@ import yaml
 from conftest import PROJECT
 from vertex_trainer_tools.experiments_stand_in import ExperimentsServer
 from vertex_trainer_tools.local_run.job import trial_values
+from vertex_trainer_tools.local_run.launcher import HOOKS_ENV
 from vertex_trainer_tools.study import HptConfig
+from vertex_trainer_tools.testing import HOOKS_DIR
 from vertex_trainer_tools.tune_local import journal as journal_lib
 from vertex_trainer_tools.tune_local import measurements, space
 
@@ -273,6 +275,7 @@ def test_with_an_experiment_each_trial_is_a_run_of_it(study, monkeypatch):
     }
     with ExperimentsServer(experiments=("study-runs",)) as server:
         monkeypatch.setenv("VERTEX_API_ENDPOINT", server.url)
+        monkeypatch.setenv(HOOKS_ENV, str(HOOKS_DIR))  # the drills' hooks send trials there
         done = study("--trials=2", trainer=["--track"], job=job)
         assert done.returncode == 0, done.stdout + done.stderr
         journal = latest(study.root)

@@ -26,11 +26,6 @@ from vertex_trainer_runtime import ledger
 
 logger = logging.getLogger(__name__)
 
-# Drills only: each training step (batch, round) is made to last at least this many seconds, so
-# that the preemption drills run at the step times of the models people pay GPUs for on a laptop
-# CPU. An environment variable the tests set, never a flag: users have no reason to slow training.
-DRILL_STEP_SECONDS_ENV = "VERTEX_TRAINER_DRILL_STEP_SECONDS"
-
 # 128 + SIGTERM: what a process that SIGTERM ended reports. Non-zero, so Vertex reruns the replica
 # (it treats no exit code but 0 as success), and distinct from 1 (a crash) and 2 (bad input).
 EXIT_CODE = 128 + signal.SIGTERM
@@ -131,21 +126,6 @@ def noticed() -> bool:
     """Whether this process got a preemption notice: a run that still finished (the notice came
     after its last step) should then exit at once, before the VM stops (see ``trainer/task.py``)."""
     return _noticed
-
-
-def drill_step_seconds() -> float:
-    """The drills' step time (0: not a drill), from :data:`DRILL_STEP_SECONDS_ENV`."""
-    try:
-        return max(0.0, float(os.environ.get(DRILL_STEP_SECONDS_ENV) or 0))
-    except ValueError:
-        return 0.0
-
-
-def drill_step_pause(seconds: float | None = None) -> None:
-    """Sleep for the drills' step time (no-op outside drills); call once per training step."""
-    pause = drill_step_seconds() if seconds is None else seconds
-    if pause > 0:
-        time.sleep(pause)
 
 
 def exit_now(code: int = EXIT_CODE):

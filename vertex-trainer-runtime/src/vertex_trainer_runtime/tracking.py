@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 EXPERIMENT_ENV = "AIP_EXPERIMENT_NAME"
 RUN_ENV = "AIP_EXPERIMENT_RUN_NAME"
-ENDPOINT_ENV = "VERTEX_API_ENDPOINT"  # a REST stand-in for tests, as vertex-tools uses it
 CONTEXTS = "/metadataStores/default/contexts/"
 
 
@@ -75,10 +74,9 @@ def params_of(args: argparse.Namespace | Any) -> dict[str, float | int | str]:
 class Tracker:
     """Logs to one Experiment run; every method is a no-op once ``enabled`` is False."""
 
-    def __init__(self, project: str, location: str, experiment: str, run: str, endpoint=None):
+    def __init__(self, project: str, location: str, experiment: str, run: str):
         self.project, self.location = project, location
         self.experiment, self.run = experiment, run
-        self.endpoint = endpoint
         self.enabled = True
         self.time_series = False  # the experiment has a backing TensorBoard: curves too
         self._aiplatform = None
@@ -124,15 +122,6 @@ class Tracker:
         from google.api_core import exceptions
         from google.cloud import aiplatform  # heavy: only once an experiment is set
 
-        options = {}
-        if self.endpoint:
-            from google.auth.credentials import AnonymousCredentials
-
-            options = {
-                "api_endpoint": self.endpoint,
-                "api_transport": "rest",
-                "credentials": AnonymousCredentials(),
-            }
         # The SDK would read AIP_EXPERIMENT_* itself inside init(), before it has the project
         # (2.7.0: initializer.init -> experiment_name), and fail without default credentials.
         hidden = {
@@ -144,7 +133,6 @@ class Tracker:
                 location=self.location,
                 experiment=self.experiment,
                 experiment_tensorboard=False,  # never create a (billed) default TensorBoard
-                **options,
             )
         finally:
             os.environ.update(hidden)
@@ -206,7 +194,7 @@ def start(
             EXPERIMENT_ENV,
         )
         return NoTracker()
-    tracker = Tracker(project, location, experiment, run, environ.get(ENDPOINT_ENV) or None)
+    tracker = Tracker(project, location, experiment, run)
     tracker.start(params_of(args))
     return tracker
 

@@ -21,6 +21,7 @@ from pydantic import Field, PrivateAttr
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
 from vertex_trainer_tools import vertex_limits as limits
+from vertex_trainer_tools.errors import ToolError
 from vertex_trainer_tools.gcp_names import (
     BUCKET_RE,
     PROJECT_RE,
@@ -46,7 +47,6 @@ PLACEHOLDER_PATTERNS = (
 MODULE_RE = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 LOCATION_IN_NAME_RE = re.compile(r"/locations/([^/]+)/")
 
-ConfigError = schema.SchemaError  # the tools' ToolError: one line per problem (exit 2)
 BUCKET_URI = "a bucket URI of the form gs://BUCKET[/path]"
 
 
@@ -245,25 +245,25 @@ def _walk(value: Any, prefix: str = ""):
 
 
 def parse(data: Any, path: str = DEFAULT_PATH) -> Config:
-    """Check a loaded YAML document and build a ``Config``; raises ``ConfigError``."""
+    """Check a loaded YAML document and build a ``Config``; raises ``ToolError``."""
     cfg = schema.read(Config, data, path)
     cfg._path = path
     return cfg
 
 
 def load(path: str | Path = DEFAULT_PATH) -> Config:
-    """Read, check and return the config; raises ``ConfigError`` (one line per problem)."""
+    """Read, check and return the config; raises ``ToolError`` (one line per problem)."""
     path = str(path)
     try:
         raw = Path(path).read_bytes()
     except OSError as error:
-        raise ConfigError(f"{path}: cannot read it ({error.strerror})") from None
+        raise ToolError(f"{path}: cannot read it ({error.strerror})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
         byte = raw[error.start : error.start + 1].hex()
-        raise ConfigError(
+        raise ToolError(
             f"{path}:{line}: is not UTF-8 text (byte 0x{byte}): save it as UTF-8"
         ) from None
     document = schema.load_yaml(text, path)

@@ -65,6 +65,7 @@ class Replica:
     cpus: str = ""  # e.g. "0,1": --cpuset-cpus, the CPUs of the replica's own "VM"
     user: str = ""  # default: this machine's uid:gid, so written files stay the user's
     entrypoint: str = ""  # instead of the image's ENTRYPOINT (``args`` are then its arguments)
+    read_only: Mapping[str, str] = field(default_factory=dict)  # host folder: container path
 
 
 def docker_bin() -> str:
@@ -126,6 +127,8 @@ def run_command(replica: Replica, run_id: str, network: str) -> list[str]:
         command += ["--volume", f"{os.path.abspath(folder)}:{FUSE_ROOT}{bucket}"]
     if replica.hypertune_dir:
         command += ["--volume", f"{os.path.abspath(replica.hypertune_dir)}:{HYPERTUNE_DIR}"]
+    for folder, path in sorted(replica.read_only.items()):
+        command += ["--volume", f"{os.path.abspath(folder)}:{path}:ro"]
     if replica.gpus:
         command += ["--gpus", replica.gpus]
     if replica.cpus:

@@ -22,8 +22,3 @@ class ToolError(Exception):
         self.lines = list(lines)
         self.exit_code = exit_code
         super().__init__("\n".join(self.lines))
-
-    @property
-    def problems(self) -> list[str]:
-        """The config loader's name for ``lines`` (``config.ConfigError.problems``)."""
-        return self.lines

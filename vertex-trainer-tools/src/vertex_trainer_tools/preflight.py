@@ -31,6 +31,7 @@ from vertex_trainer_runtime import cli as runtime_cli
 
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
+from vertex_trainer_tools.errors import ToolError
 from vertex_trainer_tools.prediction_images import serving_image_problem
 from vertex_trainer_tools.project import TRAINER_MODULE, project_root
 from vertex_trainer_tools.trainer_args import Trainer, argument_problems, parameter_problem
@@ -357,7 +358,7 @@ def problems(
     if root is None:
         try:
             root = schema.load_yaml(Path(cfg.path).read_text(encoding="utf-8"), cfg.path)
-        except (OSError, ValueError, schema.SchemaError):  # UnicodeDecodeError is a ValueError
+        except (OSError, ValueError, ToolError):  # UnicodeDecodeError is a ValueError
             root = None  # a Config built from a dict: no lines to show
     reader = schema.Reader(root, cfg.path)
     for key, why in vertex_problems(cfg) + reduction_server_problems(cfg.job):

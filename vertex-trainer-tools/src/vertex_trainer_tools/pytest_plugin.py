@@ -33,6 +33,7 @@ from vertex_trainer_tools.experiments_stand_in import ExperimentsServer, Tracked
 from vertex_trainer_tools.project import CONFIG_FILE, project_root
 from vertex_trainer_tools.testing import (
     CHIEF,
+    HOOKS_DIR,
     SPOT_GRACE_SECONDS,
     LocalJob,
     make_train_local,
@@ -208,17 +209,21 @@ def local_job(vertex_project):
     return run
 
 
+# The first lines of a ``sitecustomize`` fixture's file, which hides the drills' own.
+DRILL_HOOKS = "import drill_hooks\n\ndrill_hooks.install()\n"
+
+
 @pytest.fixture
 def sitecustomize(tmp_path, vertex_project):
     """``sitecustomize(code, **variables)``: the environment variables (``env=`` of the fixtures
     here) that load ``code`` into every Python process of the trainer as ``sitecustomize``:
-    test-only hooks, which act on the ``variables`` they read."""
+    test-only hooks, which act on the ``variables`` they read. The drills' hooks load first."""
 
     def env(code: str, **variables: str) -> dict[str, str]:
         folder = tmp_path / "sitecustomize"
         folder.mkdir(exist_ok=True)
-        (folder / "sitecustomize.py").write_text(code)
-        path = [str(folder), str(vertex_project), os.environ.get("PYTHONPATH", "")]
+        (folder / "sitecustomize.py").write_text(f"{DRILL_HOOKS}\n{code}")
+        path = [str(folder), str(vertex_project), os.environ.get("PYTHONPATH", ""), str(HOOKS_DIR)]
         return {"PYTHONPATH": os.pathsep.join(filter(None, path)), **variables}
 
     return env

@@ -4,7 +4,7 @@ The models (``Model``: frozen, no unknown keys) are the schema: each field's typ
 ``Field(...)`` say what the YAML value must be (``examples`` shows as "(e.g. ...)",
 ``description`` names what a ``pattern`` describes), and each model's ``problems()`` adds its
 cross-field rules. ``read(cls, data, path)`` turns every pydantic error into one line,
-``<file>:<line>: <key>: <why> (e.g. <example>)``, and raises ``SchemaError`` with all of them.
+``<file>:<line>: <key>: <why> (e.g. <example>)``, and raises ``ToolError`` with all of them.
 ``load_yaml`` (``yaml_lines.py``) keeps line numbers and rejects duplicate keys, which plain
 ``yaml.safe_load`` silently resolves to the last one.
 """
@@ -19,10 +19,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from vertex_trainer_tools.errors import ToolError
 from vertex_trainer_tools.yaml_lines import (  # noqa: F401 (schema.load_yaml, ... for callers)
     LineDict,
     LineList,
-    SchemaError,
     StrictLoader,
     join,
     load_yaml,
@@ -266,7 +266,7 @@ def _located(cls: type[BaseModel], data: Any, error: dict) -> list[tuple[str, st
 
 
 def read(cls: type[BaseModel], data: Any, path: str):
-    """``cls`` from a loaded document; raises ``SchemaError`` with every problem located."""
+    """``cls`` from a loaded document; raises ``ToolError`` with every problem located."""
     try:
         return cls.model_validate({} if data is None else data)
     except ValidationError as error:
@@ -274,4 +274,4 @@ def read(cls: type[BaseModel], data: Any, path: str):
         for each in error.errors(include_url=False):
             for key, why in _located(cls, data, each):
                 reader.problem(key, why)
-        raise SchemaError(*reader.problems) from None
+        raise ToolError(*reader.problems) from None

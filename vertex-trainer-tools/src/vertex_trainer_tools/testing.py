@@ -4,8 +4,7 @@
 folder, collects each replica's log lines per attempt and its hypertune metrics, and proves
 that nothing is left behind. The pytest plugin (``pytest_plugin``) wraps it in fixtures;
 the small helpers below (``read_metrics``, ``cluster_spec``, ``kill`` ...) serve a project's
-own tests of its trainer, which run it as a process with Vertex's environment;
-``FAKE_TRAINER`` stands in for ``trainer.task`` in the tests of the emulator itself.
+own tests of its trainer, which run it as a process with Vertex's environment.
 """
 
 from __future__ import annotations
@@ -18,21 +17,27 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from vertex_trainer_tools.local_run import launcher
 from vertex_trainer_tools.project import project_root
+from vertex_trainer_tools.replica_hooks import drill_hooks
 
 CHIEF = "workerpool0-0"
 SPOT_GRACE_SECONDS = 30  # Compute Engine's: SIGKILL this long after the preemption's SIGTERM
 # What Vertex sets on a replica; a test's trainer must not inherit them from the caller's shell.
 VERTEX_PREFIXES = ("AIP_", "CLOUD_ML_", "CLUSTER_SPEC", "TF_CONFIG")
+# The drills' test hooks (``replica_hooks/drill_hooks.py``): in every job ``run_local_job`` runs
+# (through local-run's ``LOCAL_RUN_HOOKS``) and every trainer ``trainer_runs`` starts; each acts
+# only on its variable, such as this one: every training step lasts at least this many seconds.
+HOOKS_DIR = Path(__file__).with_name("replica_hooks")
+DRILL_STEP_SECONDS_ENV = drill_hooks.STEP_SECONDS_ENV
 
 
 def is_vertex_variable(name: str) -> bool:
@@ -46,30 +51,17 @@ def without_vertex(**extra: str) -> dict[str, str]:
     return env
 
 
+def with_drill_hooks(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the drills' hooks last on its PYTHONPATH, for a trainer a test starts."""
+    return {**env, "PYTHONPATH": launcher.with_hooks(env, str(HOOKS_DIR))}
+
+
 def read_metrics(path: str | Path) -> list[dict]:
     """The measurements cloudml-hypertune wrote, oldest first ([] when there is no file)."""
     path = Path(path)
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports (all held open until each one is known)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
 
 
 def kill(process: subprocess.Popen) -> None:
@@ -114,111 +106,6 @@ def cluster_spec(
     return json.dumps(spec)
 
 
-# A stand-in for trainer.task for tests of the runner itself (not of a framework).
-FAKE_TRAINER = r'''
-"""A stand-in for trainer.task: behaves as the test's flags say, records what it saw."""
-import argparse, json, os, shutil, signal, subprocess, sys, time
-
-from vertex_trainer_runtime import checkpoints, ledger, preemption, runtime  # as trainers do
-
-parser = argparse.ArgumentParser()
-parser.add_argument("--state", required=True)
-parser.add_argument("--chief-seconds", type=float, default=0.3)
-parser.add_argument("--worker-seconds", type=float, default=3600)
-parser.add_argument("--fail", action="append", default=[])  # NAME:ATTEMPTS:EXIT_CODE
-parser.add_argument("--chief-needs", default="")  # NAME:ATTEMPT that must have started
-parser.add_argument("--worker-needs", default="")  # the same, before a worker does anything
-parser.add_argument("--chief-succeeds-on-attempt", type=int, default=1)
-parser.add_argument("--steps", type=int, default=0)  # chief saves a checkpoint per step
-parser.add_argument("--keep", type=int, default=0)  # prune all but the newest N, as trainers do
-parser.add_argument("--ignore-sigterm", action="store_true")
-parser.add_argument("--save-on-sigterm", action="store_true")  # checkpoint at the next step, 143
-parser.add_argument("--grandchild", action="store_true")
-parser.add_argument("--grandchild-session", action="store_true")  # as torchrun starts workers
-args, _ = parser.parse_known_args()
-
-
-def started(who):
-    path = os.path.join(args.state, who + ".starts")
-    return len(open(path).read().split()) if os.path.exists(path) else 0
-
-
-def wait_for(rule):
-    who, wanted = rule.split(":")
-    # Generous: on a loaded machine a replica's Python can take many seconds to start, and
-    # giving up early would let the chief go on without it (a failure that is no bug).
-    deadline = time.monotonic() + 600
-    while started(who) < int(wanted) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-spec = json.loads(os.environ["CLUSTER_SPEC"])
-name = f"{spec['task']['type']}-{spec['task']['index']}"
-attempt = started(name) + 1
-if args.ignore_sigterm:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-notices = []
-if args.save_on_sigterm:
-    signal.signal(signal.SIGTERM, lambda *_: notices.append(1))
-if args.grandchild or args.grandchild_session:
-    child = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(3600)"],
-        start_new_session=args.grandchild_session,
-    )
-    with open(os.path.join(args.state, f"{name}-{attempt}.grandchild"), "w") as handle:
-        handle.write(str(child.pid))
-with open(os.path.join(args.state, f"{name}-{attempt}.json"), "w") as handle:
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cpus": cpus}, handle)
-# Recorded last: once a start is counted, everything above has happened.
-with open(os.path.join(args.state, name + ".starts"), "a") as handle:
-    handle.write(f"{os.getpid()}\n")
-print(f"hello from {name} attempt {attempt}", flush=True)
-if args.worker_needs and name != "workerpool0-0":
-    wait_for(args.worker_needs)
-for rule in args.fail:
-    who, times, code = rule.split(":")
-    if who == name and attempt <= int(times):
-        print(f"{name} fails on purpose", flush=True)
-        sys.exit(int(code))
-if name != "workerpool0-0":
-    time.sleep(args.worker_seconds)
-    sys.exit(0)
-if args.chief_needs:
-    wait_for(args.chief_needs)
-if attempt < args.chief_succeeds_on_attempt:
-    time.sleep(3600)
-if args.steps:
-    root = os.environ["AIP_CHECKPOINT_DIR"]
-    os.makedirs(root, exist_ok=True)
-    done = [c.step for c in checkpoints.list_checkpoints(root) if os.path.exists(c.marker)]
-    start = max(done, default=0)
-    print(f"resuming from step {start}", flush=True)
-    ledger.open_for(root, runtime.cluster_from_env()).record("step_start_time", step_count=start)
-    for step in range(start + 1, args.steps + 1):
-        time.sleep(0.3)
-        ledger.current().steps(step, step, 0.3)
-        # Read before the save: a notice sent once this step's checkpoint is complete (as the
-        # drill does) is acted on at the next step, never by re-announcing this one.
-        noticed = bool(notices)
-        folder = checkpoints.path_for(root, step)
-        os.makedirs(folder, exist_ok=True)
-        checkpoints.mark_complete(folder, step)
-        ledger.record("pause", kind="checkpoint", seconds=0.0)  # written at once
-        print(f"step {step}", flush=True)
-        if noticed:
-            print(f"preemption notice: saved checkpoint-{step}", flush=True)
-            ledger.close(preemption.EXIT_CODE)
-            sys.exit(preemption.EXIT_CODE)
-        if args.keep:
-            for old in range(1, step - args.keep + 1):
-                shutil.rmtree(os.path.join(root, f"checkpoint-{old}"), ignore_errors=True)
-time.sleep(args.chief_seconds)
-ledger.close(0)
-print(f"{name} done", flush=True)
-'''
-
-
 def with_reduction_server(config: Path, copy: Path, reducers: int = 2) -> Path:
     """Write ``copy``: the vertex.yaml ``config`` with a Reduction Server of ``reducers``
     replicas (pool 2) and one GPU worker in pool 1, which it needs. Returns ``copy``."""
@@ -232,15 +119,6 @@ def with_reduction_server(config: Path, copy: Path, reducers: int = 2) -> Path:
     job["reduction_server"] = {"replica_count": reducers, "machine_type": "n1-highcpu-16"}
     Path(copy).write_text(yaml.safe_dump(data, sort_keys=False))
     return Path(copy)
-
-
-def install_fake_trainer(tmp_path: Path, monkeypatch) -> Path:
-    """Make ``FAKE_TRAINER`` importable as ``fake_trainer``; return the folder it records in."""
-    (tmp_path / "fake_trainer.py").write_text(FAKE_TRAINER)
-    state = tmp_path / "state"
-    state.mkdir()
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    return state
 
 
 def job_processes(job_id: str) -> list[int]:
@@ -344,6 +222,7 @@ def run_local_job(
 ) -> LocalJob:
     """``vertex-tools local-run RUNNER_ARGS -- TRAINER_ARGS`` from the project root.
 
+    The drills' hooks load into every replica (``HOOKS_DIR``), in containers too.
     On timeout the runner gets SIGTERM (it stops its replicas), then SIGKILL; the caller's
     test then fails on the non-zero return code. Afterwards no process of the job and no
     temporary folder of the runner may remain.
@@ -365,7 +244,7 @@ def run_local_job(
     process = subprocess.Popen(
         command,
         cwd=project or project_root(),
-        env={**os.environ, **(env or {})},
+        env={launcher.HOOKS_ENV: str(HOOKS_DIR), **os.environ, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

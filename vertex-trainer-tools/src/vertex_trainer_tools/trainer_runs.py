@@ -19,12 +19,13 @@ from pathlib import Path
 
 from vertex_trainer_runtime import checkpoints, vertex_env
 
+from vertex_trainer_tools.local_run.job import free_ports
 from vertex_trainer_tools.project import project_root
 from vertex_trainer_tools.testing import (
     cluster_spec,
-    free_ports,
     is_vertex_variable,
     kill,
+    with_drill_hooks,
     without_vertex,
 )
 
@@ -37,14 +38,15 @@ def start_trainer(
     code: str = "",
 ) -> subprocess.Popen:
     """``python -m trainer.task ARGS`` (or ``python -c CODE ARGS``, a test's wrapper around it)
-    from the project's folder with exactly ``env``, in its own process group (so a kill takes
+    from the project's folder with ``env`` and the drills' hooks on its path
+    (``testing.with_drill_hooks``), in its own process group (so a kill takes
     all of it); its output goes to the file ``log`` (else pipes the caller reads)."""
     output = open(log, "w") if log else subprocess.PIPE
     try:
         return subprocess.Popen(
             [sys.executable, *(["-c", code] if code else ["-m", "trainer.task"]), *args],
             cwd=project or project_root(),
-            env=env,
+            env=with_drill_hooks(env),
             stdout=output,
             stderr=subprocess.STDOUT if log else subprocess.PIPE,
             text=True,

@@ -13,9 +13,6 @@ import yaml
 
 from vertex_trainer_tools.errors import ToolError
 
-# A malformed file: the tools' one error, one line per problem (``problems``), exit 2.
-SchemaError = ToolError
-
 
 class LineDict(dict):
     """A YAML mapping that remembers the line of each key (1-based)."""
@@ -128,7 +125,7 @@ StrictLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
 
 
 def load_yaml(text: str, path: str) -> Any:
-    """Parse YAML with line numbers; raises ``SchemaError`` for bad YAML and duplicate keys."""
+    """Parse YAML with line numbers; raises ``ToolError`` for bad YAML and duplicate keys."""
     loader = None
     try:
         loader = StrictLoader(text)
@@ -139,19 +136,19 @@ def load_yaml(text: str, path: str) -> Any:
         else:  # libyaml counts UTF-8 bytes
             line = text.encode()[: error.position].count(b"\n") + 1
         why = f"holds character U+{error.character:04X}, which YAML does not allow: remove it"
-        raise SchemaError(f"{path}:{line}: {why}") from None
+        raise ToolError(f"{path}:{line}: {why}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
         why = getattr(error, "problem", None) or "cannot parse it"
-        raise SchemaError(f"{path}{where}: is not valid YAML ({why})") from None
+        raise ToolError(f"{path}{where}: is not valid YAML ({why})") from None
     finally:
         if loader is not None:
             loader.dispose()
     if loader.duplicates:
-        raise SchemaError(*[f"{path}:{line}: {key}: {why}" for line, key, why in loader.duplicates])
+        raise ToolError(*[f"{path}:{line}: {key}: {why}" for line, key, why in loader.duplicates])
     if loader.bad_keys:
-        raise SchemaError(
+        raise ToolError(
             *[
                 f"{path}:{line}: {key}: every key is a name, not {kind}: quote it or fix it"
                 for line, key, kind in dict.fromkeys(loader.bad_keys)

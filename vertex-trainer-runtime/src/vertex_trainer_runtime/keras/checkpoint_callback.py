@@ -76,7 +76,6 @@ class CheckpointCallback(keras.callbacks.Callback):
         self._epoch = epoch
 
     def on_train_batch_end(self, batch, logs=None):
-        preemption.drill_step_pause()  # drills only: a step of real length
         self._batches += 1
         due = self.interval.seconds > 0 and self.interval.due()
         stop = self.notice is not None and self.notice.received

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 
-from vertex_trainer_runtime import checkpoints, preemption, publisher
+from vertex_trainer_runtime import checkpoints, publisher
 from vertex_trainer_runtime.torch import preemption_hook
 
 logger = logging.getLogger(__name__)
@@ -146,7 +146,6 @@ class MirrorCheckpoints(TrainerCallback):
     def on_step_begin(self, args, state, control, **kwargs):
         if preemption_hook.distributed():
             self.flags.share(*self._flags_here(state))
-        preemption.drill_step_pause()  # drills only: a step of the drill's length
         return control
 
     def on_step_end(self, args, state, control, **kwargs):

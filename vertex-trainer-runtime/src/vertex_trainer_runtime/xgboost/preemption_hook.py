@@ -36,14 +36,7 @@ class StopOnNotice(TrainingCallback):
         self.notice = notice
         self.checkpointer = checkpointer
         self.distributed = distributed
-        # Read once, not every round: 0 outside the drills.
-        self.drill_pause = preemption.drill_step_seconds()
         self.ledger = ledger.current()  # the rounds reached: exact in the report after a kill
-
-    def before_iteration(self, model, epoch, evals_log) -> bool:
-        if self.drill_pause:  # drills only: the round's work at a real round time
-            preemption.drill_step_pause(self.drill_pause)
-        return False
 
     def after_iteration(self, model, epoch, evals_log) -> bool:
         self.ledger.step = model.num_boosted_rounds()  # the booster's count: no device read

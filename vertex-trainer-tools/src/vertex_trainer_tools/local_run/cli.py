@@ -116,12 +116,11 @@ def refuse_trainer_args(config, args: argparse.Namespace) -> None:
     flag it lacks): one line each, before any replica starts, as ``check`` reports them."""
     if args.module != "trainer.task":
         return  # another module's flags are not the trainer's
-    from vertex_trainer_tools import config as config_module
     from vertex_trainer_tools import preflight as config_checks
 
     lines = config_checks.argument_lines(config, config.job.args, args.trainer_args, None)
     if lines:
-        raise config_module.ConfigError(*lines)
+        raise ToolError(*lines)
 
 
 def print_env(job: Job, command: list[str], envs: dict[str, dict[str, str]] | None = None) -> None:
@@ -209,20 +208,6 @@ def command(args: argparse.Namespace) -> int:
     ended = record.SUCCEEDED if status in (0, DRILL_NOT_FIRED) else record.FAILED
     record.write(job.output_dir, record.with_state(started, ended))
     return status
-
-
-def parse_args(argv: Sequence[str], prog: str = "vertex-tools local-run") -> argparse.Namespace:
-    """local-run's options parsed by the tools' one parser (the name of earlier versions)."""
-    from vertex_trainer_tools import cli
-
-    return cli.parse(["local-run", *argv])
-
-
-def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools local-run") -> int:
-    """``vertex-tools local-run ARGV``: the entry point of earlier versions, kept working."""
-    from vertex_trainer_tools import cli
-
-    return cli.main(["local-run", *(sys.argv[1:] if argv is None else argv)])
 
 
 def make_job_folder(job: Job, args: argparse.Namespace, display_name: str) -> Job:

@@ -26,9 +26,15 @@ from collections.abc import Mapping, Sequence
 
 from vertex_trainer_tools import containers, contract, guard
 from vertex_trainer_tools.local_run.job import Job, environments, metrics_file, replica_name
-from vertex_trainer_tools.local_run.launcher import IDLE_PROGRAM, KILL_WAIT_SECONDS
+from vertex_trainer_tools.local_run.launcher import (
+    HOOKS_ENV,
+    IDLE_PROGRAM,
+    KILL_WAIT_SECONDS,
+    with_hooks,
+)
 
 PORT = 2222  # each replica's port in its own container, as on Vertex
+HOOKS_DIR = "/opt/local_run/hooks"  # where the test hooks of LOCAL_RUN_HOOKS are mounted
 HOST_ONLY = ("CLOUD_ML_HP_METRIC_FILE", "TMPDIR")  # a replica's VM has its own /tmp
 STOP_WAIT_SECONDS = KILL_WAIT_SECONDS + 10  # docker kill returns before the container is gone
 
@@ -181,12 +187,16 @@ class ContainerLauncher:
             return containers.Replica(
                 self.image, replica.name, env, ["-c", IDLE_PROGRAM], entrypoint="python"
             )
+        hooks = os.environ.get(HOOKS_ENV)
+        if hooks:
+            env = {**env, "PYTHONPATH": with_hooks(env, HOOKS_DIR)}
         return containers.Replica(
             self.image,
             replica.name,
             env,
             list(args),
             gcs={self.container_dir[len(contract.FUSE_ROOT) :]: self.job.output_dir},
+            read_only={hooks: HOOKS_DIR} if hooks else {},
             hypertune_dir=os.path.dirname(metrics),
             gpus=self.gpus,
             cpus=",".join(map(str, sorted(cpus))) if cpus else "",

@@ -33,6 +33,9 @@ IDLE_PROGRAM = (
 # How long a SIGKILLed replica may take to be gone: the wait ends as soon as it is, but a
 # process in uninterruptible I/O (a machine busy with image builds) can take seconds to go.
 KILL_WAIT_SECONDS = 30.0
+# A folder of test hooks for every replica (the tools' ``replica_hooks``, a ``sitecustomize``),
+# which a test names: last on each replica's Python path, mounted read-only into containers.
+HOOKS_ENV = "LOCAL_RUN_HOOKS"
 
 
 class Handle(Protocol):
@@ -79,6 +82,12 @@ def cpu_slices(count: int) -> list[set[int] | None]:
     return [set(cpus[i * len(cpus) // count : (i + 1) * len(cpus) // count]) for i in range(count)]
 
 
+def with_hooks(env: Mapping[str, str], folder: str) -> str:
+    """``env``'s PYTHONPATH with the test hooks' ``folder`` last: a test's own sitecustomize
+    earlier on the path comes first."""
+    return os.pathsep.join(filter(None, [env.get("PYTHONPATH"), folder]))
+
+
 def process_env(
     vertex_env: Mapping[str, str],
     tmp_dir: str | None,
@@ -90,12 +99,11 @@ def process_env(
     points at a folder of the replica's own because every replica of a Vertex job has a VM (and
     a /tmp) to itself.
     """
-    env = {
-        key: value
-        for key, value in (os.environ if base is None else base).items()
-        if key not in contract.CONTRACT_VARIABLES
-    }
+    base = os.environ if base is None else base
+    env = {key: value for key, value in base.items() if key not in contract.CONTRACT_VARIABLES}
     env.update(vertex_env)
+    if base.get(HOOKS_ENV):
+        env["PYTHONPATH"] = with_hooks(env, base[HOOKS_ENV])
     env["PYTHONUNBUFFERED"] = "1"  # log lines reach the console as they are written
     if tmp_dir:
         env["TMPDIR"] = tmp_dir

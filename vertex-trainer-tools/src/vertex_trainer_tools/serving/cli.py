@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
 
 from vertex_trainer_tools import serving
 from vertex_trainer_tools.errors import ToolError
-
-DEFAULT_MODEL_DIR = serving.DEFAULT_MODEL_DIR  # the name of earlier versions
 
 
 def command(args: argparse.Namespace) -> int:
@@ -26,10 +23,3 @@ def command(args: argparse.Namespace) -> int:
     body = serving.read_request(args.instances)
     print(json.dumps(serving.predict(args.model_dir, body)))
     return 0
-
-
-def main(argv: Sequence[str] | None = None, prog: str = "vertex-tools predict-local") -> int:
-    """``vertex-tools predict-local ARGV``: the entry point of earlier versions, kept working."""
-    from vertex_trainer_tools import cli
-
-    return cli.main(["predict-local", *([] if argv is None else argv)])

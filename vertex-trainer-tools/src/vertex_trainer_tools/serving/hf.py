@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from vertex_trainer_tools.errors import ToolError
+from vertex_trainer_tools.local_run.job import free_ports
 from vertex_trainer_tools.serving import envs
 
 TASK = "text-classification"
@@ -67,10 +68,8 @@ def _call(url: str, body: bytes | None = None, timeout: float = 120) -> tuple[in
 
 
 def predict(model_dir: str | Path, body: dict[str, Any], python: str = sys.executable) -> dict:
-    from vertex_trainer_tools.testing import free_port
-
     pythonpath = envs.hf_serve_path(python)
-    port = free_port()
+    (port,) = free_ports(1)
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile("w+") as log:
         server = subprocess.Popen(

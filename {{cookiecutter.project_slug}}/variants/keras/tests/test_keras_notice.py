@@ -2,9 +2,10 @@
 
 Each drill runs the job through the local emulator (the tools' pytest fixtures), on 2 tasks
 under MultiWorkerMirroredStrategy, steps slowed to seconds where step time matters
-(``VERTEX_TRAINER_DRILL_STEP_SECONDS``), prints how long after the SIGTERM (or the kill) the
-replicas exited, and fails if a step is lost. Test-only hooks (evaluation slowed, the worker
-killed between the two tasks' publishes) are loaded into every replica as ``sitecustomize``.
+(``VERTEX_TRAINER_DRILL_STEP_SECONDS``, read by the tools' drill hooks), prints how long after
+the SIGTERM (or the kill) the replicas exited, and fails if a step is lost. This file's own
+test-only hooks (evaluation slowed, the worker killed between the two tasks' publishes) are
+loaded into every replica as ``sitecustomize``, after the drills' hooks.
 (The chief SIGKILLed with restart_job_on_worker_restart: test_keras_local_run.py.)
 """
 

@@ -1,9 +1,9 @@
 """The PyTorch job through the local emulator (the tools' pytest fixtures): 2 replicas as one DDP
 job (a torchrun agent per replica) and the preemption drills. The chief SIGKILLed after a
-checkpoint; SIGTERM as Compute Engine sends it (SIGKILL 30 s later) at real step times
-(``VERTEX_TRAINER_DRILL_STEP_SECONDS``): every rank saves the same step, the one running when
-SIGTERM came or the next, and the rerun resumes there and loses no step; a notice after the last
-step; a worker whose chief is gone."""
+checkpoint; SIGTERM as Compute Engine sends it (SIGKILL 30 s later) at real step times (the
+tools' drill hooks, ``DRILL_STEP_SECONDS_ENV``): every rank saves the same step, the one running
+when SIGTERM came or the next, and the rerun resumes there and loses no step; a notice after the
+last step; a worker whose chief is gone."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import re
 import pytest
 from conftest import PROJECT, base_args, reviews, write_csv
 from vertex_trainer_runtime import checkpoints
-from vertex_trainer_runtime.preemption import DRILL_STEP_SECONDS_ENV
 from vertex_trainer_tools.pytest_plugin import run_readme_line
-from vertex_trainer_tools.testing import CHIEF
+from vertex_trainer_tools.testing import CHIEF, DRILL_STEP_SECONDS_ENV
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import FAST, IMAGE_PACKAGES, load_model
 from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.pytest_plugin import run_readme_line
+from vertex_trainer_tools.testing import DRILL_STEP_SECONDS_ENV
 from vertex_trainer_tools.testing import SPOT_GRACE_SECONDS as GRACE_S
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
@@ -120,8 +121,8 @@ def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
 
 # --- issue 25: a Spot preemption costs at most one round, at real round times ---------------
 
-# vertex_trainer_runtime.preemption: the drills' seconds per round
-STEP_ENV = "VERTEX_TRAINER_DRILL_STEP_SECONDS"
+# The drills' seconds per round (the tools' drill hooks, which every job of the fixtures loads)
+STEP_ENV = DRILL_STEP_SECONDS_ENV
 SHORT = ["--train-data=synthetic:1000", "--eval-data=synthetic:200", *FAST]
 
 

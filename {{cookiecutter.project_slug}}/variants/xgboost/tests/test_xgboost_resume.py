@@ -27,7 +27,7 @@ from conftest import (
     trainer_env,
 )
 from vertex_trainer_runtime import checkpoints, preemption
-from vertex_trainer_tools.testing import kill, read_metrics
+from vertex_trainer_tools.testing import DRILL_STEP_SECONDS_ENV, kill, read_metrics
 from vertex_trainer_tools.trainer_runs import run_in_process, start_trainer
 from vertex_trainer_tools.trainer_runs import without_vertex_variables as without_vertex
 
@@ -45,8 +45,9 @@ def test_killed_run_resumes_with_the_remaining_rounds(tmp_path):
     env = trainer_env(CLOUD_ML_HP_METRIC_FILE=str(metric_file))
     args = ["--train-data=synthetic:3000", "--eval-data=synthetic:300", f"--job-dir={job}"]
     args += [f"--num-boost-round={rounds}", "--checkpoint-rounds=10", "--eta=0.05", *FAST]
-    # The first run at 0.1 s rounds (the drills' hook): killed seconds before it could end.
-    slowed = {**env, "VERTEX_TRAINER_DRILL_STEP_SECONDS": "0.1"}
+    # The first run at 0.1 s rounds (the drills' hooks, which start_trainer loads): killed
+    # seconds before it could end.
+    slowed = {**env, DRILL_STEP_SECONDS_ENV: "0.1"}
     process = start_trainer(args, slowed, tmp_path / "first.log")
     try:
         deadline = time.monotonic() + TIMEOUT_S

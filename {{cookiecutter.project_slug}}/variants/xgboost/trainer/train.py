@@ -257,7 +257,6 @@ def evaluate(training: Training, booster: xgb.Booster, prepared: Prepared, repor
     if stopping is not None:
         exported = booster[: stopping[0] + 1]
     rounds, speed = booster.num_boosted_rounds(), reports.speed
-    preemption.drill_step_pause()  # drills only: the evaluation of a real model takes time
     with speed.timing("evaluation"):
         scored = model.configure(exported, prepared.params)
         value = model.evaluate(scored, prepared.deval, EVAL_NAME, reports.metric.tag)
