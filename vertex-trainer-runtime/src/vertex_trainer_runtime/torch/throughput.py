@@ -24,9 +24,9 @@ logger = logging.getLogger(__name__)
 
 
 class FlopsModel:
-    """Model FLOPs of a training step, as issue 27 defines them: per token 6 x non-embedding
-    parameters + 12 x layers x hidden size x sequence length (the attention scores), for every
-    token the model computes, padding included."""
+    """Model FLOPs of a training step, as PaLM's MFU (its appendix B) counts them: per token
+    6 x non-embedding parameters + 12 x layers x hidden size x sequence length (the attention
+    scores), for every token the model computes, padding included."""
 
     def __init__(self, model):
         config = model.config

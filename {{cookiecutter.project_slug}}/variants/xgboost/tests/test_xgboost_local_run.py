@@ -119,7 +119,7 @@ def test_sigterm_drill_saves_the_next_round_and_the_rerun_loses_none(
     assert len(resumed) == ROUNDS and resumed == trees(uninterrupted.output_dir)
 
 
-# --- issue 25: a Spot preemption costs at most one round, at real round times ---------------
+# --- A Spot preemption costs at most one round, at real round times ---------------
 
 # The drills' seconds per round (the tools' drill hooks, which every job of the fixtures loads)
 STEP_ENV = DRILL_STEP_SECONDS_ENV
