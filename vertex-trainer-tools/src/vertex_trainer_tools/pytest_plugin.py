@@ -143,9 +143,16 @@ def kill_drill(
 
 
 @pytest.fixture
-def experiment_run():
+def experiment_run(monkeypatch):
     """A job's Vertex AI Experiment run at a local REST stand-in: run the trainer with
-    ``experiment_run.env``, then read ``experiment_run.logged()`` / ``.evaluations()``."""
+    ``experiment_run.env``, then read ``experiment_run.logged()`` / ``.evaluations()``. A
+    trainer run in this process is sent there as the replica hooks send a replica's."""
+    from vertex_trainer_runtime import tracking
+
+    from vertex_trainer_tools.replica_hooks import drill_hooks
+
+    start = drill_hooks.stand_in_endpoint(tracking.Tracker._start)
+    monkeypatch.setattr(tracking.Tracker, "_start", start)
     with ExperimentsServer(experiments=("tests",)) as server:
         yield TrackedRun(server)
 
