@@ -9,10 +9,10 @@ DEMO := $(DEMO_DIR)/vertex_trainer
 DRILL = KILL_AFTER=checkpoint$(if $(filter keras,$(FRAMEWORK)),, RESTART_JOB=1)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test test-runtime test-tools test-fast test-images lint clean bench
+.PHONY: help venv demo test test-packages test-variant test-runtime test-tools test-fast test-images lint clean bench
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 $(BIN)/cookiecutter: requirements-dev.txt vertex-trainer-tools/pyproject.toml vertex-trainer-runtime/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,24 +40,59 @@ demo: venv ## bake a $(FRAMEWORK) project into $(DEMO_DIR) (replaced each time) 
 	@echo "  make test                            # the project's own tests"
 	@echo "  make submit DRY_RUN=1                # the Vertex request it would send"
 
-test: venv lint ## the whole suite: ruff, the runtime's and the tools' tests, then bake every variant, lint it, run its tests
-	$(BIN)/python -m pytest -n auto -p no:cacheprovider vertex-trainer-runtime/tests
-	$(BIN)/python -m pytest -n auto --durations=5 -p no:cacheprovider vertex-trainer-tools/tests
-	$(BIN)/python -m pytest -n auto --durations=12 tests
+# What the suite runs. `make test FRAMEWORK=pytorch` runs the packages and one variant (FRAMEWORK
+# given on the command line or in the environment; make's default above, for the demo, selects
+# nothing); the template's CI runs each as a job of its own (.github/workflows/ci.yml).
+VARIANT = $(if $(filter command line environment,$(origin FRAMEWORK)),$(FRAMEWORK))
+# A variant's template tests in two parts: its image ones (PART=image) and the rest (PART=rest).
+PART ?= all
+PART_MARK = $(if $(filter image,$(PART)),-m images,$(if $(filter rest,$(PART)),-m "not images"))
+PYTEST = $(BIN)/python -m pytest -p no:cacheprovider
+# The runtime's subpackage of a variant (vertex_trainer_runtime.keras, .torch, .xgboost), its
+# tests' venv (requirements/<name>.txt) and the packages every venv of the suite is held to.
+RUNTIME_FRAMEWORK = $(if $(filter pytorch,$(FRAMEWORK)),torch,$(FRAMEWORK))
+RUNTIME_VENV ?= build/venv-runtime-$(RUNTIME_FRAMEWORK)
+RUNTIME_TESTS = vertex-trainer-runtime/tests
+UV = $(BIN)/uv
+UV_ENV = UV_CONSTRAINT=$(CURDIR)/tests/constraints.txt UV_INDEX_STRATEGY=unsafe-best-match \
+	$(if $(PIP_FIND_LINKS),UV_FIND_LINKS="$(PIP_FIND_LINKS)") \
+	$(if $(PIP_INDEX_URL),UV_INDEX_URL="$(PIP_INDEX_URL)") \
+	$(if $(PIP_EXTRA_INDEX_URL),UV_EXTRA_INDEX_URL="$(PIP_EXTRA_INDEX_URL)")
 
-test-runtime: venv ## the runtime package's own suite (vertex-trainer-runtime/tests)
-	$(BIN)/python -m pytest -n auto vertex-trainer-runtime/tests
+test: venv lint ## the whole suite (FRAMEWORK=pytorch: the packages and that variant only)
+	$(PYTEST) -n auto $(RUNTIME_TESTS)
+	$(PYTEST) -n auto --durations=5 vertex-trainer-tools/tests
+	$(PYTEST) -n auto --durations=12 tests $(if $(VARIANT),--variant=none --variant=$(VARIANT))
+
+test-packages: venv lint ## CI's packages job: lint, the runtime's core and the tools' suites, the template's tests of no variant
+	$(PYTEST) -n auto $(RUNTIME_TESTS)
+	$(PYTEST) -n auto --durations=5 vertex-trainer-tools/tests
+	$(PYTEST) -n auto --durations=12 tests --variant=none
+
+test-variant: venv ## CI's job of one variant: its template tests (FRAMEWORK=, PART=image|rest|all)
+	$(PYTEST) -n auto --durations=12 tests --variant=$(FRAMEWORK) $(PART_MARK)
+
+test-runtime: venv ## the runtime's suite; FRAMEWORK=keras|pytorch|xgboost: its framework's tests in a venv of their own
+ifeq ($(VARIANT),)
+	$(PYTEST) -n auto $(RUNTIME_TESTS)
+else
+	test -x $(RUNTIME_VENV)/bin/python || $(UV) venv -q --python $(BIN)/python $(RUNTIME_VENV)
+	$(UV_ENV) $(UV) pip install -q --python $(RUNTIME_VENV)/bin/python -e ./vertex-trainer-runtime \
+		pytest -r $(RUNTIME_TESTS)/requirements/$(RUNTIME_FRAMEWORK).txt
+	$(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider --durations=5 \
+		--framework=$(RUNTIME_FRAMEWORK) $(RUNTIME_TESTS)/test_$(RUNTIME_FRAMEWORK)_*.py
+endif
 
 test-tools: venv ## the tools package's own suite (vertex-trainer-tools/tests)
-	$(BIN)/python -m pytest -n auto vertex-trainer-tools/tests
+	$(PYTEST) -n auto vertex-trainer-tools/tests
 
 test-fast: venv ## the packages' suites and the template's, less the fresh-venv runs, the images and the index
-	$(BIN)/python -m pytest -n auto -p no:cacheprovider vertex-trainer-runtime/tests
-	$(BIN)/python -m pytest -n auto -p no:cacheprovider vertex-trainer-tools/tests
-	$(BIN)/python -m pytest -n auto -m "not generated and not images and not index" tests
+	$(PYTEST) -n auto $(RUNTIME_TESTS)
+	$(PYTEST) -n auto vertex-trainer-tools/tests
+	$(PYTEST) -n auto -m "not generated and not images and not index" tests
 
 test-images: venv ## each variant's image built and trained in containers (needs Docker; root)
-	$(BIN)/python -m pytest -n 0 -m images tests
+	$(PYTEST) -n 0 -m images tests
 
 lint: venv ## ruff on the template's own Python and both packages; actionlint on its workflows
 	$(BIN)/python -m ruff check .

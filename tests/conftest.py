@@ -157,7 +157,43 @@ FRESH_DEMO_FRAMEWORKS = [
 LONGEST_FIRST = ["images", "generated[pytorch]", "generated[keras]", "generated[xgboost]"]
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--variant",
+        action="append",
+        choices=["none", *FRAMEWORKS],
+        help="run only the tests of this variant (none: the tests of no variant); repeatable. "
+        "The template's CI runs each as a job of its own.",
+    )
+
+
+def item_variant(item) -> str:
+    """The variant a test checks: its ``variant`` mark, else the framework it is parametrized
+    with (a ``framework`` value or an answers dict's); "none" for the template's own tests."""
+    mark = item.get_closest_marker("variant")
+    if mark:
+        return mark.args[0]
+    callspec = getattr(item, "callspec", None)
+    for value in callspec.params.values() if callspec else ():
+        if isinstance(value, dict):
+            value = value.get("framework")
+        if isinstance(value, str) and value in FRAMEWORKS:
+            return value
+    return "none"
+
+
+def deselect_other_variants(config, items) -> None:
+    wanted = config.getoption("--variant")
+    if not wanted:
+        return
+    deselected = [item for item in items if item_variant(item) not in wanted]
+    config.hook.pytest_deselected(items=deselected)
+    items[:] = [item for item in items if item_variant(item) in wanted]
+
+
 def pytest_collection_modifyitems(config, items):
+    deselect_other_variants(config, items)
+
     def rank(item) -> int:
         for position, name in enumerate(LONGEST_FIRST):
             marker, _, framework = name.partition("[")

@@ -2,8 +2,9 @@
 own), then the demo project's own ``make lint``, ``make test`` and ``make test-all`` in the fresh
 virtual environment the demo made, as a user would run them; then, in that environment, the
 template's checks of a generated project (``tests/project/``): every command of the generated
-README and docs run as written, and the sdist installed and run; and the runtime's tests of that
-framework's subpackage. The demo is conftest's
+README and docs run as written, and the sdist installed and run. (The runtime's tests of the
+framework's subpackage run in a venv of their own: tests/test_runtime_suites.py.) The demo is
+conftest's
 ``fresh_demo``: tests/test_resolve.py reads the same install."""
 
 from __future__ import annotations
@@ -99,13 +100,3 @@ def demo_then_tiers(fresh_demo, framework: str, timings: Timings) -> None:
     project_env = {"PROJECT_UNDER_TEST": str(project), "DEMO_OUTPUT": str(demo_output)}
     tests = timings.run("tests/project", command, project, timeout=2400, **project_env)
     assert " passed" in tests.stdout and " failed" not in tests.stdout
-    # The runtime's framework subpackage (vertex_trainer_runtime.<torch|keras|xgboost>): its
-    # tests need the framework, so they run here, in the project's environment.
-    runtime = TEMPLATE / "vertex-trainer-runtime"
-    prefix = "torch" if framework == "pytorch" else framework
-    framework_tests = sorted(str(path) for path in (runtime / "tests").glob(f"test_{prefix}_*.py"))
-    if framework_tests:
-        command = [str(project / ".venv" / "bin" / "python"), "-m", "pytest", "-p"]
-        command += ["no:cacheprovider", *framework_tests]
-        tests = timings.run(f"the runtime's test_{prefix}_*.py", command, runtime, timeout=1200)
-        assert " passed" in tests.stdout and " skipped" not in tests.stdout, tests.stdout[-3000:]

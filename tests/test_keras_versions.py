@@ -29,6 +29,7 @@ PATHS = {
 PROTOBUF_4 = "protobuf>=4.25.8,<5"  # TensorFlow 2.17's; 2.21 asks protobuf >= 6.31
 
 
+@pytest.mark.variant("keras")
 @pytest.mark.parametrize("path", list(PATHS))
 def test_one_tensorflow_per_image_path(tmp_path, path):
     answers, version, base = PATHS[path]

@@ -21,7 +21,7 @@ from vertex_trainer_tools import lock as lock_lib
 
 from conftest import CONSTRAINTS, TEMPLATE, bake
 
-pytestmark = pytest.mark.index
+pytestmark = [pytest.mark.index, pytest.mark.variant("xgboost")]
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 UV_FOLDER = os.path.dirname(lock_lib.uv_command()[0]) if lock_lib.uv_command() else ""
 

@@ -121,6 +121,7 @@ def test_package_keeps_the_executor_framework(tmp_path, framework):
         assert not planned_names & {"xgboost", "xgboost-cpu"}, "a second XGBoost package"
 
 
+@pytest.mark.variant("xgboost")
 def test_the_sdists_sent_together_install_without_the_index(tmp_path):
     """make submit PACKAGE=1's sdists, installed offline as the prebuilt container installs
     them (pip, every package URI): the runtime comes from its own sdist, never from the index,
