@@ -113,7 +113,7 @@ CHOICES = "ValueError: {value} provided for choice variable {field}, but the cho
 CPU_ONLY = {"__gpu": "no", "__accelerator_type": "ACCELERATOR_TYPE_UNSPECIFIED"}
 ACCEPTED = [
     ({}, {"project_slug": "vertex_trainer", "__gpu": "yes", "__accelerator_count": "1"}),
-    # Every answer is rendered as Jinja before the hooks see it (see the README's "Options").
+    # Every answer is rendered as Jinja before the hooks see it (docs/options.md).
     ({"project_name": "{{ 7*7 }}"}, {"project_name": "49", "project_slug": "project_49"}),
     (
         {"gcp_project_id": "example.com:my-proj"},
@@ -410,7 +410,7 @@ def test_the_hostile_answers_set_is_large():
     ],
 )
 def test_what_cookiecutter_prints_around_a_refusal(tmp_path, answer, first, last):
-    # The README's "Options" tells users which line to read; this is what they see.
+    # docs/options.md, "Reading a refusal", tells users which line to read; this is what they see.
     result = subprocess.run(
         [sys.executable, "-m", "cookiecutter", str(TEMPLATE), "--no-input", "--default-config"]
         + ["-o", str(tmp_path), answer],

@@ -5,7 +5,7 @@ image (2.17); the nvidia-cuda answer pip-installs the newest release
 (2.21). tests/test_generated.py trains the default (DLC) bake only, so the nvidia-cuda bakes are
 checked here as rendered: requirements.txt, the Dockerfile, the Makefile's lock for the base's
 Python (with TensorFlow's CUDA wheels on the GPU image), requirements-dev.txt's protobuf pins
-and the README's table must agree (the project's own test_tensorflow_version_agrees then holds
+and docs/images.md's table must agree (the project's own test_tensorflow_version_agrees then holds
 them against the installed TensorFlow).
 """
 
@@ -55,6 +55,6 @@ def test_one_tensorflow_per_image_path(tmp_path, path):
     config = yaml.safe_load((project / "vertex.yaml").read_text())
     assert config["python_package"]["executor_image_uri"] == ""
 
-    readme = (project / "README.md").read_text()
-    row = re.search(rf"^\| `{answers['base_image']}` \|.*$", readme, re.M).group(0)
+    images = (project / "docs" / "images.md").read_text()
+    row = re.search(rf"^\| `{answers['base_image']}` \|.*$", images, re.M).group(0)
     assert f"tf-keras {version}" in row

@@ -2,7 +2,7 @@
 suite's own, as ``requirements-dev.txt`` puts it in a project's venv): the lock, hashes checked,
 nothing resolved for the trainer. pip takes the same branch of the Makefile with pip's own
 ``--require-hashes`` install, which the image tests run in every Dockerfile; a fresh ``make
-install`` took 4 min 6 s with pip and 46 s with uv (the template README's table).
+install`` took 4 min 6 s with pip and 46 s with uv (the template's docs/what-it-takes.md).
 
 The lock is made for this Python (``LOCK_PYTHON``), so that ``make install`` takes it; for the
 image's Python (3.10) it says it resolves instead, which the generated tests' ``make demo`` runs.
