@@ -278,7 +278,7 @@ def xgboost_setup(data: Path, quick: bool) -> Setup:
             Case("trainer_no_checkpoint", no_checkpoint, "xgboost"),
             Case("bare_without_eval", bare_without_eval, "xgboost"),
             Case("trainer_small", on_small(trainer), "xgboost", env=threads),
-            # As on a GPU since issue 38: checkpoints by time (--checkpoint-minutes) only.
+            # As on a GPU: checkpoints by time (--checkpoint-minutes) only.
             Case("trainer_small_by_time", on_small(by_time), "xgboost", env=threads),
             Case("bare_small_evals", on_small(bare_without_eval, True), "xgboost", env=threads),
             Case("bare_small", on_small(bare_without_eval), "xgboost", env=threads),

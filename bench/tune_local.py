@@ -1,7 +1,7 @@
 """``make tune-local`` on 2 cores: a study's wall time with PARALLEL=1 and PARALLEL=2, and its best
 trial against the default flags.
 
-Issue 39's targets: on the XGBoost demo data, a study with ``PARALLEL=2`` runs at least 1.3x as
+The targets: on the XGBoost demo data, a study with ``PARALLEL=2`` runs at least 1.3x as
 fast as with ``PARALLEL=1``, and the best trial of a 6-trial study scores at least the default
 flags' metric. Random search draws trial k's values from k alone (``HPT_TRIAL=k``), so both runs
 train the same six trials: only the parallelism differs. Each pair runs in alternating order.

@@ -528,7 +528,7 @@ def test_xgboost_containers_at_1_s_rounds_lose_no_round_to_a_kill_or_a_notice(de
     assert not left_behind(finished), "containers or networks left behind"
 
 
-# Issue 25's drills for a notice as containers: steps slowed to a real step time (the tools'
+# The notice drills as containers: steps slowed to a real step time (the tools'
 # drill hooks, which train_local mounts into every container; the variable reaches them
 # through vertex.yaml's job.env as a user's variable would).
 DRILL_STEP_SECONDS = "1"
@@ -614,7 +614,7 @@ def test_keras_containers_at_1_s_steps_lose_no_step_to_a_notice_and_finish_after
     grace period and the rerun resumes from that step (no step lost); a notice once every task
     published the last step's checkpoint (the final evaluation and export) ends the job with
     exit 0 and no rerun, or, when they do not fit in the grace period, with a rerun that only
-    exports (issue 25 item 2: no step is trained twice)."""
+    exports (no step is trained twice)."""
     project, config = default_image
     with_job_env(config, VERTEX_TRAINER_DRILL_STEP_SECONDS=DRILL_STEP_SECONDS)
     args, last_step = KERAS_SLOW_ARGS, KERAS_SLOW_EPOCHS * KERAS_SLOW_STEPS

@@ -135,7 +135,7 @@ def test_readme_command_runs_as_written(tmp_path, command):
 
 
 # The runs whose flags are the Makefile's defaults (ARGS, HPT_TRIAL and RESUME change or skip
-# the training): the scratch model must learn the synthetic task (issue 25 item 8). The demo's
+# the training): the scratch model must learn the synthetic task. The demo's
 # `make train-local` is checked by test_the_demo_ran_make_train_local.
 PYTORCH_DEFAULT_RUNS = ("make train-local REPLICAS=2",)
 PYTORCH_MIN_ACCURACY = 0.9

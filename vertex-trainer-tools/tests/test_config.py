@@ -108,7 +108,7 @@ def test_get_command_prints_one_value_for_the_makefile(tmp_path):
         ),
         (lambda d: d.update(region="us central"), "region: 'us central' is not a region"),
         (lambda d: d["image"].update(name=""), "image.name: must not be empty (e.g. trainer)"),
-        # Empty text is refused wherever empty does not mean "not set" (issue 21).
+        # Empty text is refused wherever empty does not mean "not set".
         (lambda d: d.update(region=""), "region: must not be empty (e.g. us-central1)"),
         (lambda d: d.update(project=" "), "project: must not be empty (e.g. my-project-123)"),
         (

@@ -1,4 +1,4 @@
-"""Issue 26, item 4: ``local-run`` and ``predict-local`` given what a user may give them.
+"""``local-run`` and ``predict-local`` given what a user may give them.
 
 Two tables of hostile input -> the one line it must give: each case runs the command in-process
 (nothing here starts a replica or a model server: every refusal comes first), then the output must

@@ -1,4 +1,4 @@
-"""Issue 25's drills for Keras: a Spot preemption costs at most one step, at any moment.
+"""The preemption drills for Keras: a Spot preemption costs at most one step, at any moment.
 
 Each drill runs the job through the local emulator (the tools' pytest fixtures), on 2 tasks
 under MultiWorkerMirroredStrategy, steps slowed to seconds where step time matters
