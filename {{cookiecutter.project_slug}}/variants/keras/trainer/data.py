@@ -152,23 +152,14 @@ def image_folders(
     index = {name: k for k, name in enumerate(class_names)}
     examples = [(path, index[name]) for name in class_names for path in files[name]]
     image_checks.check_image_files([path for path, _ in examples], "--train-data")
+    # Same seed and sorted listing on every worker, so all workers agree on the order (and the
+    # split). The listing is sorted by class: shuffled once here, every worker's shard mixes them.
+    shuffled = list(examples)
+    random.Random(seed).shuffle(shuffled)
     if eval_path:
-        eval_classes, eval_files = list_image_folder(eval_path, "--eval-data")
-        unknown = sorted(set(eval_classes) - set(class_names))
-        if unknown:
-            raise cli.InputError(
-                f"--eval-data {eval_path}: classes not in --train-data: {', '.join(unknown)}"
-            )
-        held_out = [(path, index[name]) for name in eval_classes for path in eval_files[name]]
-        image_checks.check_image_files([path for path, _ in held_out], "--eval-data")
-        train = list(examples)
-        random.Random(seed).shuffle(train)
+        train, held_out = shuffled, _eval_folder(eval_path, index)
         eval_note, eval_flag = eval_path, "--eval-data"
     else:
-        # Same seed and sorted listing on every worker, so all workers agree on the split. The
-        # listing is sorted by class: shuffled once here, every worker's shard mixes classes.
-        shuffled = list(examples)
-        random.Random(seed).shuffle(shuffled)
         count = max(1, round(len(shuffled) * validation_split))
         if count >= len(shuffled):
             raise cli.InputError(
@@ -177,21 +168,25 @@ def image_folders(
             )
         held_out, train = shuffled[:count], shuffled[count:]
         eval_note, eval_flag = f"{validation_split:.0%} of {train_path}", "--train-data"
+    train_note = f"{len(train)} images in {len(class_names)} classes from {train_path}"
+    eval_note = f"{len(held_out)} eval images from {eval_note}"
     return (
-        _folder_source(
-            f"{len(train)} images in {len(class_names)} classes from {train_path}",
-            class_names,
-            train,
-            image_size,
-        ),
-        _folder_source(
-            f"{len(held_out)} eval images from {eval_note}",
-            class_names,
-            held_out,
-            image_size,
-            eval_flag,
-        ),
+        _folder_source(train_note, class_names, train, image_size),
+        _folder_source(eval_note, class_names, held_out, image_size, eval_flag),
     )
+
+
+def _eval_folder(eval_path: str, index: dict[str, int]) -> list[tuple[str, int]]:
+    """``--eval-data``'s images and labels: its classes must be among the training ones."""
+    eval_classes, eval_files = list_image_folder(eval_path, "--eval-data")
+    unknown = sorted(set(eval_classes) - set(index))
+    if unknown:
+        raise cli.InputError(
+            f"--eval-data {eval_path}: classes not in --train-data: {', '.join(unknown)}"
+        )
+    held_out = [(path, index[name]) for name in eval_classes for path in eval_files[name]]
+    image_checks.check_image_files([path for path, _ in held_out], "--eval-data")
+    return held_out
 
 
 def run_here(action: Callable):

@@ -61,28 +61,7 @@ def build(
     """
     name = config.model
     inputs = keras.Input(shape=(image_size, image_size, 3), name="images")
-    if name == SMALL_CNN:
-        features = _small_cnn(inputs)
-    else:
-        constructor, preprocess = APPLICATIONS[name]
-        pretrained = config.weights == "imagenet"
-        try:
-            base = constructor(
-                include_top=False,
-                weights="imagenet" if pretrained else None,
-                input_shape=(image_size, image_size, 3),
-                pooling="avg",
-            )
-        except Exception as error:  # noqa: BLE001 - tf-keras raises a bare Exception here
-            if "URL fetch failure" not in str(error):
-                raise
-            raise cli.InputError(
-                f"--weights imagenet: cannot download the {name} weights ({error}); "
-                "use --weights=none offline"
-            ) from None
-        base.trainable = config.fine_tune or not pretrained
-        features = base(preprocess(inputs), training=None if base.trainable else False)
-        features = keras.layers.Dropout(0.2)(features)
+    features = _small_cnn(inputs) if name == SMALL_CNN else _pretrained(config, inputs, image_size)
     outputs = keras.layers.Dense(
         num_classes, activation="softmax", dtype="float32", name="probabilities"
     )(features)
@@ -98,6 +77,30 @@ def build(
     # Create the optimizer's slots now, so a checkpoint restores them before training starts.
     model.optimizer.build(model.trainable_variables)
     return model
+
+
+def _pretrained(config: flags.Model, inputs, image_size: int):
+    """The Keras application's pooled features, its ImageNet weights frozen unless fine-tuned."""
+    name = config.model
+    constructor, preprocess = APPLICATIONS[name]
+    pretrained = config.weights == "imagenet"
+    try:
+        base = constructor(
+            include_top=False,
+            weights="imagenet" if pretrained else None,
+            input_shape=(image_size, image_size, 3),
+            pooling="avg",
+        )
+    except Exception as error:  # noqa: BLE001 - tf-keras raises a bare Exception here
+        if "URL fetch failure" not in str(error):
+            raise
+        raise cli.InputError(
+            f"--weights imagenet: cannot download the {name} weights ({error}); "
+            "use --weights=none offline"
+        ) from None
+    base.trainable = config.fine_tune or not pretrained
+    features = base(preprocess(inputs), training=None if base.trainable else False)
+    return keras.layers.Dropout(0.2)(features)
 
 
 def evaluator(model: keras.Model) -> Callable[[tf.data.Dataset], dict[str, float]]:

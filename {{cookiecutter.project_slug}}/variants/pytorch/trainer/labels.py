@@ -40,25 +40,7 @@ def class_names(
                 f" {','.join(feature.names)}"
             )
         return list(given or feature.names)
-    labels = [_label_key(value) for value in dataset[column]]
-    nested = next((row for row, v in enumerate(labels) if isinstance(v, list | dict)), None)
-    if nested is not None:
-        raise cli.InputError(
-            f"{spec}: data row {nested + 1}: label {labels[nested]!r} in {column!r} is not a"
-            " number or text"
-        )
-    missing = [row for row, v in enumerate(labels) if v is None or _is_nan(v)]
-    if missing:
-        raise cli.InputError(
-            f"{spec}: {len(missing)} rows have no {column!r} value (the first is data row"
-            f" {missing[0] + 1})"
-        )
-    infinite = next((row for row, v in enumerate(labels) if _is_infinite(v)), None)
-    if infinite is not None:
-        raise cli.InputError(
-            f"{spec}: data row {infinite + 1}: label {labels[infinite]} in {column!r} is not a"
-            " finite number"
-        )
+    labels = _checked_labels(dataset, spec, column)
     counts: dict = {}
     for value in labels:
         counts[value] = counts.get(value, 0) + 1
@@ -87,6 +69,30 @@ def class_names(
             f" --label-names {','.join(names)}"
         )
     return names
+
+
+def _checked_labels(dataset: datasets.Dataset, spec: str, column: str) -> list:
+    """The label column's values; a nested, missing or infinite one is refused by its row."""
+    labels = [_label_key(value) for value in dataset[column]]
+    nested = next((row for row, v in enumerate(labels) if isinstance(v, list | dict)), None)
+    if nested is not None:
+        raise cli.InputError(
+            f"{spec}: data row {nested + 1}: label {labels[nested]!r} in {column!r} is not a"
+            " number or text"
+        )
+    missing = [row for row, v in enumerate(labels) if v is None or _is_nan(v)]
+    if missing:
+        raise cli.InputError(
+            f"{spec}: {len(missing)} rows have no {column!r} value (the first is data row"
+            f" {missing[0] + 1})"
+        )
+    infinite = next((row for row, v in enumerate(labels) if _is_infinite(v)), None)
+    if infinite is not None:
+        raise cli.InputError(
+            f"{spec}: data row {infinite + 1}: label {labels[infinite]} in {column!r} is not a"
+            " finite number"
+        )
+    return labels
 
 
 def _is_nan(value) -> bool:

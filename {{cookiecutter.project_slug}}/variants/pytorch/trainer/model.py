@@ -43,25 +43,15 @@ def _wordpiece_vocab(texts: Iterable[str], normalizer, pre_tokenizer, size: int)
     return {token: index for index, token in enumerate(tokens)}
 
 
-def build_scratch(
-    texts: Iterable[str],
-    folder: str,
-    hidden_size: int = 128,
-    layers: int = 2,
-    vocab_size: int = 4000,
-    max_length: int = 512,
-    seed: int = 42,
-) -> str:
-    """Write a randomly initialised BERT and a WordPiece vocabulary made from ``texts``, loaded back
-    with ``from_pretrained`` like any model. The same texts and seed give the same model on every
-    node and restart; weights go through ``safetensors`` directly (``save_pretrained`` writes
-    nothing on a rank other than 0)."""
-    from safetensors.torch import save_file
+def _save_wordpiece_tokenizer(
+    texts: Iterable[str], folder: str, vocab_size: int, max_length: int
+) -> dict[str, int]:
+    """BERT's normalizer and pre-tokenizer over a WordPiece vocabulary made from ``texts``,
+    saved as a ``BertTokenizerFast`` in ``folder``; returns the vocabulary."""
     from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import WordPiece
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertTokenizerFast
 
-    os.makedirs(folder, exist_ok=True)
     normalizer = normalizers.BertNormalizer(lowercase=True)
     pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     vocab = _wordpiece_vocab(texts, normalizer, pre_tokenizer, vocab_size)
@@ -77,6 +67,27 @@ def build_scratch(
     tokenizer = BertTokenizerFast(tokenizer_file=tokenizer_file, model_max_length=max_length)
     tokenizer.save_pretrained(folder)
     os.remove(tokenizer_file)
+    return vocab
+
+
+def build_scratch(
+    texts: Iterable[str],
+    folder: str,
+    hidden_size: int = 128,
+    layers: int = 2,
+    vocab_size: int = 4000,
+    max_length: int = 512,
+    seed: int = 42,
+) -> str:
+    """Write a randomly initialised BERT and a WordPiece vocabulary made from ``texts``, loaded back
+    with ``from_pretrained`` like any model. The same texts and seed give the same model on every
+    node and restart; weights go through ``safetensors`` directly (``save_pretrained`` writes
+    nothing on a rank other than 0)."""
+    from safetensors.torch import save_file
+    from transformers import BertConfig, BertModel
+
+    os.makedirs(folder, exist_ok=True)
+    vocab = _save_wordpiece_tokenizer(texts, folder, vocab_size, max_length)
     config = BertConfig(
         vocab_size=len(vocab),
         hidden_size=hidden_size,

@@ -68,8 +68,14 @@ def summarize(frame: pd.DataFrame, label_column: str, kind: str, source: str) ->
             values = frame[column].dropna().astype(str).unique()
             text[column] = sorted(values)[: MAX_CATEGORIES + 1]
     summary = {"columns": columns, "rows": len(frame), "text": text, "source": source}
+    summary["labels"] = _label_values(labels, label_column, kind, source)
+    return summary
+
+
+def _label_values(labels: pd.Series, label_column: str, kind: str, source: str) -> list | None:
+    """A classifier's distinct labels, sorted (None for regression, whose labels must be
+    numbers)."""
     if kind == "regression":
-        summary["labels"] = None
         if not pd.api.types.is_numeric_dtype(labels) or pd.api.types.is_bool_dtype(labels):
             converted = float_range.to_numbers(labels)
             bad = labels[converted.isna()]
@@ -78,14 +84,14 @@ def summarize(frame: pd.DataFrame, label_column: str, kind: str, source: str) ->
                     f"{source}: regression needs a numeric label column; {label_column!r} has "
                     f"{bad.iloc[0]!r}"
                 )
-    else:
-        summary["labels"] = _sorted_values(labels.unique().tolist())
-        if len(summary["labels"]) > MAX_CATEGORIES:
-            raise InputError(
-                f"{source}: label column {label_column!r} has more than {MAX_CATEGORIES} "
-                f"distinct values; use --objective=regression for a numeric target"
-            )
-    return summary
+        return None
+    values = _sorted_values(labels.unique().tolist())
+    if len(values) > MAX_CATEGORIES:
+        raise InputError(
+            f"{source}: label column {label_column!r} has more than {MAX_CATEGORIES} "
+            f"distinct values; use --objective=regression for a numeric target"
+        )
+    return values
 
 
 def _is_text(series: pd.Series) -> bool:
