@@ -599,7 +599,7 @@ def test_a_job_args_flag_the_trainer_lacks_is_refused(tmp_path, capsys):
 
 
 def test_the_flags_are_the_trainer_parsers_own():
-    """Read by importing the project's framework-free trainer/flags.py, not by scanning code."""
+    """Read by importing the project's framework-free trainer/spec.py, not by scanning code."""
     preflight = importlib.import_module("vertex_trainer_tools.preflight")
     flags = preflight.trainer_flags()
     assert flags["--seed"] is True and flags["--model-dir"] is True

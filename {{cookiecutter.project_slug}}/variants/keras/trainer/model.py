@@ -17,7 +17,7 @@ import tf_keras as keras
 from vertex_trainer_runtime import cli
 
 from trainer import data, flags
-from trainer.metric import METRIC
+from trainer.spec import SPEC
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def evaluator(model: keras.Model) -> Callable[[tf.data.Dataset], dict[str, float
             correct += int(batch_correct)
             count += int(batch_count)
         count = max(count, 1)  # train.run refuses an empty eval set
-        return {"loss": loss / count, METRIC: correct / count}
+        return {"loss": loss / count, SPEC.metric: correct / count}
 
     return evaluate
 

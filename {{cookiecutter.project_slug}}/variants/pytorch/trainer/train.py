@@ -26,7 +26,7 @@ from vertex_trainer_runtime.torch import distributed
 from trainer import data
 from trainer import model as models
 from trainer.flags import Flags
-from trainer.metric import METRIC
+from trainer.spec import SPEC
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def _version_options(training, group_by_length: bool) -> dict:
 
 def compute_metrics(prediction) -> dict[str, float]:
     predictions, labels = prediction.predictions, prediction.label_ids
-    return {METRIC: float((predictions == labels).mean())}
+    return {SPEC.metric: float((predictions == labels).mean())}
 
 
 def _argmax(logits, labels):
@@ -265,7 +265,7 @@ def _train(flags: Flags, ctx: RunContext, work_dir: str) -> int:
 
     # job.experiment: the chief's rank 0 logs to the job's Experiment run.
     tracker = tracking.start(flags, is_rank0 and ctx.cluster.is_chief, ctx.cluster.trial)
-    report = reporting.ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0), tracker)
+    report = reporting.ReportMetric(ctx.metric_reporter(SPEC.metric, enabled=is_rank0), tracker)
     minutes = flags.shared.checkpoint_minutes
     mirror = resume.mirror(checkpoint_dir, minutes, KEEP_CHECKPOINTS, notice)
     board = ctx.tensorboard_dir if is_rank0 else None
@@ -286,7 +286,7 @@ def _train(flags: Flags, ctx: RunContext, work_dir: str) -> int:
         if ctx.cluster.is_chief:
             reporting.write_goodput(ctx.tensorboard_dir, trainer.state.global_step)
         # The exported model's accuracy (report_final_model), the time spent and the last speed.
-        tracker.finish({METRIC: report.last_value, **speed})
+        tracker.finish({SPEC.metric: report.last_value, **speed})
     if dist.is_available() and dist.is_initialized():  # only in torchrun workers
         dist.barrier()  # every rank is past the export
         distributed.end_worker(0)

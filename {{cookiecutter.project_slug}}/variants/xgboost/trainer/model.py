@@ -15,11 +15,12 @@ from vertex_trainer_runtime.cli import InputError
 from vertex_trainer_runtime.xgboost import throughput
 from xgboost.callback import TrainingCallback
 
-from trainer.flags import EXPORT_FILE, Model
+from trainer.flags import Model
+from trainer.spec import SPEC
 
 logger = logging.getLogger(__name__)
 
-MODEL_FILE = EXPORT_FILE  # model.bst: the name the prebuilt XGBoost prediction image loads
+MODEL_FILE = SPEC.export_file  # model.bst: the name the prebuilt XGBoost prediction image loads
 METADATA_FILE = "model_metadata.json"
 
 
