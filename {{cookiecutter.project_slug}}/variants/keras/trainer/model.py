@@ -1,6 +1,6 @@
 """The classifier (transfer learning on a Keras application), its evaluation and its export.
 
-YOU MAY CHANGE THIS FILE: the network, the optimizer, the SavedModel's signatures. tf-keras
+YOURS TO CHANGE: the network, the optimizer, the SavedModel's signatures. tf-keras
 (Keras 2) on purpose: Keras 3's ``fit`` fails under MultiWorkerMirroredStrategy (keras#20585).
 """
 
@@ -61,6 +61,7 @@ def build(
     """
     name = config.model
     inputs = keras.Input(shape=(image_size, image_size, 3), name="images")
+    # --- yours to change --- (the network between the served inputs and the float32 output)
     if name == SMALL_CNN:
         features = _small_cnn(inputs)
     else:
@@ -83,6 +84,7 @@ def build(
         base.trainable = config.fine_tune or not pretrained
         features = base(preprocess(inputs), training=None if base.trainable else False)
         features = keras.layers.Dropout(0.2)(features)
+    # --- end ---
     outputs = keras.layers.Dense(
         num_classes, activation="softmax", dtype="float32", name="probabilities"
     )(features)

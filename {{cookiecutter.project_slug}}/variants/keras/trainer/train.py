@@ -1,6 +1,6 @@
 """The training loop: ``run(flags, ctx)`` builds the data, model and callbacks, trains, exports.
 
-YOU MAY CHANGE THIS FILE: the steps of ``run`` (one code path for a laptop, one VM and a
+YOURS TO CHANGE: the steps of ``run`` (one code path for a laptop, one VM and a
 multi-worker job); the generic parts are the runtime's ``vertex_trainer_runtime.keras``.
 """
 

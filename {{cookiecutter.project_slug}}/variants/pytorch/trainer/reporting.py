@@ -1,4 +1,4 @@
-"""YOU MAY MODIFY (what is logged): eval accuracy to hyperparameter tuning, eval metrics to the
+"""YOURS TO CHANGE: what is logged: eval accuracy to hyperparameter tuning, eval metrics to the
 Experiment run, progress to the log, TensorBoard.
 
 :func:`report_final_model` makes the last value reported for tuning the exported model's.

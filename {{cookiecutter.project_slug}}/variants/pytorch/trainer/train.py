@@ -1,4 +1,4 @@
-"""YOU MAY MODIFY: the training loop, Hugging Face ``Trainer`` fed from the flags' sections.
+"""YOURS TO CHANGE: the training loop, Hugging Face ``Trainer`` fed from the flags' sections.
 
 ``run`` trains here, or relaunches ``trainer.task`` under torchrun when there are several
 processes (``vertex_trainer_runtime.torch.distributed``); rank 0 exports. The last tuning value
@@ -119,8 +119,10 @@ def training_arguments(flags: Flags, output_dir: str) -> TrainingArguments:
     training, schedule, cuda = flags.training, flags.schedule, torch.cuda.is_available()
     precision = _precision(training.precision)
     workers = _dataloader_workers(training.dataloader_workers)
+    # Outside the marked lines, what the checkpoint mirror, the tuning report and the logs rely on.
     options = dict(
         output_dir=output_dir,
+        # --- yours to change --- (batching and the optimizer; a new one: a Training flag)
         per_device_train_batch_size=training.batch_size,
         gradient_accumulation_steps=training.gradient_accumulation_steps,
         per_device_eval_batch_size=training.eval_batch_size or 2 * training.batch_size,
@@ -128,6 +130,7 @@ def training_arguments(flags: Flags, output_dir: str) -> TrainingArguments:
         max_steps=training.max_steps or -1,
         learning_rate=training.learning_rate,
         weight_decay=training.weight_decay,
+        # --- end ---
         eval_strategy="steps" if schedule.eval_steps else "epoch",
         eval_steps=schedule.eval_steps or None,
         save_strategy="steps" if schedule.save_steps else "epoch",

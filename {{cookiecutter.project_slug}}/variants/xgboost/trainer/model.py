@@ -56,17 +56,21 @@ def params(
     seed: int,
 ) -> dict:
     """XGBoost's training parameters from the ``--objective``/``--max-depth``/... flags."""
+    # Outside the marked lines, what the run relies on: the objective and eval metrics the
+    # tuning metric follows, hist on the chosen device, and the seed a resumed run repeats.
     result = {
         "objective": objective.name,
         "tree_method": "hist",
         "device": device,
         "nthread": threads,
+        # --- yours to change --- (a new booster parameter: a Model flag and its line here)
         "max_depth": options.max_depth,
         "eta": options.eta,
         "subsample": options.subsample,
         "colsample_bytree": options.colsample_bytree,
         "min_child_weight": options.min_child_weight,
         "max_bin": options.max_bin,
+        # --- end ---
         "eval_metric": metric_names,
         "seed": seed,
     }
