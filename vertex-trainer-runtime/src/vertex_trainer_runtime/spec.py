@@ -5,8 +5,8 @@ dataclass of sections, whose annotations are resolved here, so a flags module ma
 import style), ``--help``'s description, the tuning metric and its goal, why a Reduction Server
 is of no use to it, the file its export holds, and its functions as ``"module:function"``
 names. The names are resolved only when called: the tools import the declaration without the
-ML framework (``make check``), and ``trainer/task.py`` hands it to :func:`vertex_trainer_runtime.
-task.main`, which resolves ``run``.
+ML framework (``make check``), and ``trainer/task.py`` hands it to ``task.main``, which resolves
+``run``.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ class TrainerSpec:
 
     def __post_init__(self):
         # Resolved now, while the declaring modules are importable: the tools drop them from
-        # sys.modules after reading the declaration.
-        cli.resolve_annotations(self.flags)
+        # sys.modules after reading the declaration. (Flags that are no dataclass: problems().)
+        if dataclasses.is_dataclass(self.flags):
+            cli.resolve_annotations(self.flags)
 
     def parser(self) -> argparse.ArgumentParser:
         """``python -m trainer.task``'s whole command line: the shared flags, then the trainer's."""
