@@ -38,6 +38,7 @@ MUST_HAVE = {
     "trainer/task.py",
     "trainer/train.py",
     "trainer/flags.py",
+    "trainer/spec.py",
 }
 # The runtime every trainer imports is the vertex-trainer-runtime package, not project files.
 MUST_NOT_HAVE = {

@@ -1,5 +1,5 @@
-"""``vertex_trainer_runtime.context`` (every variant's, plain Python): the trainer's task.py
-hands ``run`` one context with the replica's role, its output dirs as file paths and a reporter.
+"""``vertex_trainer_runtime.context`` (every variant's, plain Python): ``task.main`` hands
+``run`` one context with the replica's role, its output dirs as file paths and a reporter.
 The variant's side of the contract is checked in each generated project (tests/test_task.py)."""
 
 from __future__ import annotations

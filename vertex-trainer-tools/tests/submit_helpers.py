@@ -65,9 +65,15 @@ def project_copy(tmp_path) -> Path:
 
 def can_use_reduction_server(project: Path) -> None:
     """Declare the project's trainer (XGBoost's, which cannot) one that can use a Reduction
-    Server, as the Keras and PyTorch trainers are: ``NO_REDUCTION_SERVER = None``."""
-    flags = project / "trainer" / "flags.py"
-    flags.write_text(flags.read_text() + "\nNO_REDUCTION_SERVER = None\n")
+    Server, as the Keras and PyTorch trainers are: ``no_reduction_server=None``."""
+    declared = project / "trainer" / "spec.py"
+    declared.write_text(declared.read_text() + USES_REDUCTION_SERVER)
+
+
+# Appended to trainer/spec.py: the declaration, as one that can use a Reduction Server.
+USES_REDUCTION_SERVER = (
+    "\nimport dataclasses\n\nSPEC = dataclasses.replace(SPEC, no_reduction_server=None)\n"
+)
 
 
 def pin_runtime(project: Path, line: str | None = None) -> None:

@@ -598,8 +598,22 @@ def test_a_job_args_flag_the_trainer_lacks_is_refused(tmp_path, capsys):
     assert "job.args: '--sede=4': the trainer has no flag --sede (did you mean 'seed'" in line
 
 
+def test_a_declaration_that_is_no_trainer_spec_is_one_clear_error(tmp_path):
+    preflight = importlib.import_module("vertex_trainer_tools.preflight")
+    declared = tmp_path / "trainer" / "spec.py"
+    declared.parent.mkdir()
+    (declared.parent / "__init__.py").write_text("")
+    declared.write_text("SPEC = {'metric': 'auc'}\n")
+    with pytest.raises(ToolError) as refused:
+        preflight.trainer_spec(tmp_path)
+    assert refused.value.lines == [
+        "trainer/spec.py: SPEC is not a vertex_trainer_runtime.spec.TrainerSpec"
+    ]
+    assert preflight.trainer_spec() is not None  # the project's own, read afresh
+
+
 def test_the_flags_are_the_trainer_parsers_own():
-    """Read by importing the project's framework-free trainer/flags.py, not by scanning code."""
+    """Read by importing the project's framework-free trainer/spec.py, not by scanning code."""
     preflight = importlib.import_module("vertex_trainer_tools.preflight")
     flags = preflight.trainer_flags()
     assert flags["--seed"] is True and flags["--model-dir"] is True

@@ -4,7 +4,7 @@ the one line the table names, exit 1 and no traceback; every valid one is accept
 
 The tools run in-process on each variant's generated project (``xgboost`` is conftest's
 ``PROJECT``; Keras and PyTorch are baked once here): they import only its framework-free
-``trainer/flags.py``, ``cli.py`` and ``metric.py``, so no framework is installed.
+``trainer/spec.py`` (its flags and metric) and ``cli.py``, so no framework is installed.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import yaml
 from vertex_trainer_runtime import runtime
 
 from conftest import PROJECT, install_fake_trainer
+from submit_helpers import can_use_reduction_server
 from vertex_trainer_tools import cli as tools_cli
 from vertex_trainer_tools import containers, testing
 
@@ -156,8 +157,7 @@ def test_check_refuses_it_for_xgboost_with_one_line(project):
 
 
 def test_check_accepts_it_for_a_trainer_that_uses_nccl(project):
-    flags = project / "trainer" / "flags.py"
-    flags.write_text(flags.read_text() + "\nNO_REDUCTION_SERVER = None\n")  # as Keras, PyTorch
+    can_use_reduction_server(project)  # as Keras, PyTorch
     data = yaml.safe_load(
         testing.with_reduction_server(project / "vertex.yaml", project / "x").read_text()
     )

@@ -1,11 +1,12 @@
-"""The entry point's contract: the trainer modules every variant has, and bad input stopped
-with one line before anything is trained (``python -m trainer.task``)."""
+"""The entry point's contract: the trainer's declaration (``trainer/spec.py``) and bad input
+stopped with one line before anything is trained (``python -m trainer.task``)."""
 
 from __future__ import annotations
 
-from vertex_trainer_runtime import context
+from vertex_trainer_runtime import spec
 
-from trainer import flags, task, train
+from trainer import task
+from trainer.spec import SPEC
 
 NO_MOUNT = "gs://no-such-bucket-mounted-here"
 
@@ -13,8 +14,10 @@ NO_MOUNT = "gs://no-such-bucket-mounted-here"
 def test_every_variant_keeps_the_contract():
     from trainer import data, model, resume  # noqa: F401 - the same module set
 
-    assert context.contract_problems(flags, train) == []
-    assert flags.DESCRIPTION and flags.parser().description == flags.DESCRIPTION
+    assert spec.run_problems(SPEC) == []
+    assert SPEC.description and SPEC.parser().description == SPEC.description
+    for name in spec.FUNCTIONS:
+        assert callable(SPEC.function(name)), name
 
 
 def test_trainer_stops_with_one_error_line_before_training(tmp_path, capsys):

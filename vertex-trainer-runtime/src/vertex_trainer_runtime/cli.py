@@ -6,8 +6,6 @@ parameter ``learning_rate`` arrives as ``--learning_rate=0.01`` and a DISCRETE i
 makes all of that parse the same as ``--learning-rate 0.01 --batch-size 256``.
 """
 
-# No ``from __future__ import annotations``: the tools import the trainer's modules and then drop
-# them from sys.modules, where typing.get_type_hints would resolve text annotations.
 import argparse
 import dataclasses
 import logging
@@ -15,6 +13,7 @@ import math
 import sys
 import types
 import typing
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -151,11 +150,30 @@ def _annotation_type(annotation: Any) -> Any:
 _PARSED_AS: dict[Any, Callable[[str], Any]] = {int: integer, float: _finite, str: str}
 
 
+# A dataclass's annotations as types, resolved once: a module written with ``from __future__ import
+# annotations`` has text ones, which resolve only while it is in sys.modules (the tools read a
+# trainer's declaration, then drop its modules).
+_HINTS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def resolve_annotations(flags_class: type) -> None:
+    """Resolve a ``Flags`` dataclass's and its sections' annotations now (a declaration does)."""
+    for section in sections(flags_class).values():
+        if dataclasses.is_dataclass(section):
+            _hints(section)
+
+
 def add_section(parser: argparse.ArgumentParser, section: type) -> None:
     """Declare a flags dataclass's fields as one argparse group titled by its docstring."""
     title = (section.__doc__ or section.__name__).strip().splitlines()[0]
     group = parser.add_argument_group(title)
-    hints = typing.get_type_hints(section)
+    hints = _hints(section)
     for field in dataclasses.fields(section):
         options = dict(field.metadata)
         names = [f"--{field.name.replace('_', '-')}", *options.pop("aliases", ())]
@@ -174,7 +192,7 @@ def add_section(parser: argparse.ArgumentParser, section: type) -> None:
 
 def sections(flags_class: type) -> dict[str, type]:
     """The sections of a variant's ``Flags`` dataclass: field name -> section dataclass."""
-    hints = typing.get_type_hints(flags_class)
+    hints = _hints(flags_class)
     return {field.name: hints[field.name] for field in dataclasses.fields(flags_class)}
 
 

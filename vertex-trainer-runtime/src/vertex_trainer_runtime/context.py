@@ -1,20 +1,15 @@
-"""The contract between ``trainer.task`` and a framework's trainer: :class:`VariantFlags` and
-:class:`VariantTrain` say what each variant provides, :func:`contract_problems` checks it.
+"""What a trainer's ``run(flags, ctx)`` is handed: :class:`RunContext`.
 
-``task.py`` parses the flags into the variant's ``Flags`` dataclass of sections and builds the
-context once per process, so no variant reads Vertex's environment or turns output dirs into
-file paths itself.
+:mod:`vertex_trainer_runtime.task` parses the flags into the variant's ``Flags`` dataclass of
+sections and builds the context once per process, so no variant reads Vertex's environment or
+turns output dirs into file paths itself.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from vertex_trainer_runtime import cli, hptune, ledger, runtime
 
@@ -77,44 +72,3 @@ def build(flags: Any, environ: Mapping[str, str] | None = None) -> RunContext:
     )
     ledger.open_for(ctx.checkpoint_dir.path, ctx.cluster, environ)  # beside the checkpoints
     return ctx
-
-
-@runtime_checkable
-class VariantFlags(Protocol):
-    """What a variant's ``trainer/flags.py`` provides; framework-free, the tools import it."""
-
-    DESCRIPTION: str  # the --help text
-    # Why the trainer cannot use job.reduction_server (`make check` refuses it), or None.
-    NO_REDUCTION_SERVER: str | None
-    Flags: type  # a frozen dataclass of sections; its ``shared`` one is cli.SharedFlags
-
-    def parser(self) -> argparse.ArgumentParser: ...
-
-
-@runtime_checkable
-class VariantTrain(Protocol):
-    """What a variant's ``trainer/train.py`` provides."""
-
-    def run(self, flags: Any, ctx: RunContext) -> int | None:
-        """Train, report the tuning metric, export; raise cli.InputError on bad input."""
-
-
-def contract_problems(flags_module: ModuleType, train_module: ModuleType) -> list[str]:
-    """Where a variant's modules break the contract: empty when they keep it."""
-    problems = []
-    if not isinstance(flags_module, VariantFlags):
-        problems.append("trainer/flags.py lacks DESCRIPTION, NO_REDUCTION_SERVER, Flags or parser")
-    elif not dataclasses.is_dataclass(flags_module.Flags):
-        problems.append("trainer/flags.py: Flags is not a dataclass")
-    else:
-        sections = cli.sections(flags_module.Flags)
-        if sections.get("shared") is not cli.SharedFlags:
-            problems.append("trainer/flags.py: Flags has no 'shared: cli.SharedFlags' section")
-        for name, section in sections.items():
-            if not (dataclasses.is_dataclass(section) and section.__dataclass_params__.frozen):
-                problems.append(f"trainer/flags.py: Flags.{name} is not a frozen dataclass")
-    if not isinstance(train_module, VariantTrain):
-        problems.append("trainer/train.py has no run(flags, ctx)")
-    elif len(inspect.signature(train_module.run).parameters) != 2:
-        problems.append("trainer/train.py: run takes (flags, ctx)")
-    return problems

@@ -124,7 +124,7 @@ class Notice:
 
 def noticed() -> bool:
     """Whether this process got a preemption notice: a run that still finished (the notice came
-    after its last step) should then exit at once, before the VM stops (see ``trainer/task.py``)."""
+    after its last step) should then exit at once, before the VM stops (see ``task.finish``)."""
     return _noticed
 
 

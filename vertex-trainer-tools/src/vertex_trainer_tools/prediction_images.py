@@ -33,7 +33,7 @@ ARTIFACTS = (
 
 def serving_image_problem(image: str, export_file: str | None) -> str:
     """Why ``image`` (``model.serving_image``) cannot serve what the trainer exports, its
-    ``EXPORT_FILE`` ('' when it can). Images this table does not know (custom containers) are
+    ``export_file`` ('' when it can). Images this table does not know (custom containers) are
     not checked; the "e.g." is an image of the trainer's own export."""
     example = next((row[3] for row in ARTIFACTS if export_file in row[1]), XGBOOST_IMAGE)
     if not image:

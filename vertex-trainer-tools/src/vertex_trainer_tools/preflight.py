@@ -10,8 +10,9 @@
   trainer that can use it;
 - ``python_package.python_module`` must be a module of the project.
 
-Nothing here imports the ML framework: the flags come from the project's ``trainer/flags.py``
-and the metric from ``trainer/metric.py``, framework-free modules of the variant, imported.
+Nothing here imports the ML framework: the flags, the metric, the export file and what Reduction
+Server means come from the project's declaration, ``SPEC`` of ``trainer/spec.py``, imported with
+the framework-free modules it names (``vertex_trainer_runtime.spec.TrainerSpec``).
 ``vertex-tools check`` and ``submit.py`` run these checks.
 """
 
@@ -25,9 +26,10 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 from vertex_trainer_runtime import cli as runtime_cli
+from vertex_trainer_runtime.spec import TrainerSpec
+from vertex_trainer_runtime.spec import problems as spec_problems
 
 from vertex_trainer_tools import gcp_names as names
 from vertex_trainer_tools import schema
@@ -87,55 +89,53 @@ def _is_trainer(name: str) -> bool:
     return name == "trainer" or name.startswith("trainer.")
 
 
-TRAINER_MODULES = ("flags", "metric")  # the framework-free ones the checks read
-_imported: dict[tuple, tuple[dict[str, ModuleType], Trainer | None]] = {}
+_imported: dict[tuple, tuple[TrainerSpec | None, Trainer | None]] = {}
 
 
-def _imported_trainer(root: Path | None) -> tuple[dict[str, ModuleType], Trainer | None]:
-    """The project's ``trainer.flags`` and ``trainer.metric`` (those it has), imported once per
-    version of its ``trainer/*.py`` files (an edited file is read afresh), and the ``Trainer``
-    that parses with them and the runtime's shared flags (``vertex_trainer_runtime.cli``)."""
+def _imported_trainer(root: Path | None) -> tuple[TrainerSpec | None, Trainer | None]:
+    """The project's declaration (``SPEC`` of ``trainer/spec.py``), imported once per version of
+    its ``trainer/*.py`` files (an edited file is read afresh), and the ``Trainer`` that parses
+    with it; ``(None, None)`` for a project without one."""
     root = root or project_root()
     folder = root / "trainer"
-    if not (folder / "flags.py").is_file():
-        return {}, None
+    if not (folder / "spec.py").is_file():
+        return None, None
     files = sorted(folder.glob("*.py"))
     version = (str(root), tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files))
     if version not in _imported:
         with _trainer_package(root):
-            modules = {
-                name: importlib.import_module(f"trainer.{name}")
-                for name in TRAINER_MODULES
-                if (folder / f"{name}.py").is_file()
-            }
-        trainer = Trainer(modules["flags"], runtime_cli) if "flags" in modules else None
+            declared = getattr(importlib.import_module("trainer.spec"), "SPEC", None)
+        found = spec_problems(declared)
+        if found:
+            raise ToolError(*found)
         _imported.clear()  # one project at a time
-        _imported[version] = modules, trainer
+        _imported[version] = declared, Trainer(declared, runtime_cli)
     return _imported[version]
 
 
-def trainer_modules(root: Path | None = None) -> dict[str, ModuleType]:
-    """The project's framework-free ``trainer`` modules the checks read, by name."""
+def trainer_spec(root: Path | None = None) -> TrainerSpec | None:
+    """The project's declaration (framework-free); None for a project without one."""
     return _imported_trainer(root)[0]
 
 
 def load_trainer(root: Path | None = None) -> Trainer | None:
-    """The project's ``trainer/flags.py`` with the runtime's shared flags (framework-free), to
-    parse arguments as the trainer will; None for a project without them."""
+    """The project's declared flags with the runtime's shared flags (framework-free), to parse
+    arguments as the trainer will; None for a project without a declaration."""
     return _imported_trainer(root)[1]
 
 
 def trainer_parser(root: Path | None = None) -> argparse.ArgumentParser | None:
-    """``python -m trainer.task``'s parser, from the variant's ``trainer/flags.py`` (which imports
-    no framework); None for a project without one."""
-    flags = trainer_modules(root).get("flags")
-    return flags.parser() if flags else None
+    """``python -m trainer.task``'s parser, from the project's declaration (which imports no
+    framework); None for a project without one."""
+    spec = trainer_spec(root)
+    return spec.parser() if spec else None
 
 
 def no_reduction_server(root: Path | None = None) -> str | None:
-    """Why the trainer cannot use Google's Reduction Server (``NO_REDUCTION_SERVER`` of its
-    ``trainer/flags.py``); None when it can, or for a project without one."""
-    return getattr(trainer_modules(root).get("flags"), "NO_REDUCTION_SERVER", None)
+    """Why the trainer cannot use Google's Reduction Server (``no_reduction_server`` of its
+    declaration); None when it can, or for a project without one."""
+    spec = trainer_spec(root)
+    return spec.no_reduction_server if spec else None
 
 
 def reduction_server_problems(job, root: Path | None = None) -> list[tuple[str, str]]:
@@ -154,15 +154,16 @@ def trainer_flags(root: Path | None = None) -> dict[str, bool]:
 
 
 def reported_metric(trainer_args: Sequence[str], root: Path | None = None):
-    """``(metric id, goal)`` from the variant's ``trainer/metric.py``; None without one."""
-    metric = trainer_modules(root).get("metric")
-    if metric is None:
+    """``(metric id, goal)`` the project's declaration reports with these arguments; None for a
+    project without one, or arguments its parser refuses."""
+    spec = trainer_spec(root)
+    if spec is None:
         return None
-    # A metric module that parses the flags must not print argparse's usage: the arguments'
-    # own problems are reported by argument_lines.
+    # A metric that follows the flags parses them, and must not print argparse's usage: the
+    # arguments' own problems are reported by argument_lines.
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         try:
-            return metric.reported_metric(list(trainer_args))
+            return spec.reported_metric(list(trainer_args))
         except SystemExit:
             return None
 
@@ -228,7 +229,7 @@ def parameter_problems(
 
 
 def _categorical_metric_problem(hpt, parameter, trainer_args, root) -> tuple[str, str] | None:
-    """A categorical value that the trainer's metric module refuses (XGBoost's ``--objective``)
+    """A categorical value that the trainer's metric refuses (XGBoost's ``--objective``)
     or with which the trainer reports another metric than the study's."""
     for value in parameter.values:
         passed = f"--{parameter.id}={value}"
@@ -313,9 +314,10 @@ def vertex_problems(cfg) -> list[tuple[str, str]]:
 
 
 def export_file(root: Path | None = None) -> str | None:
-    """The file the project's trainer exports (``EXPORT_FILE`` of its ``trainer/flags.py``);
-    None for a trainer that does not say."""
-    return getattr(trainer_modules(root).get("flags"), "EXPORT_FILE", None)
+    """The file the project's trainer exports (``export_file`` of its declaration); None for a
+    project without one."""
+    spec = trainer_spec(root)
+    return spec.export_file if spec else None
 
 
 def serving_problems(cfg) -> list[tuple[str, str]]:
@@ -385,7 +387,7 @@ def study_problems(cfg, extra_args: Sequence[str] = ()) -> list[str]:
 
 
 def metric_problems(trainer_args: Sequence[str]) -> list[tuple[str, str]]:
-    """The trainer's metric module refuses the flags it follows (XGBoost: ``--objective``)."""
+    """The trainer's metric refuses the flags it follows (XGBoost: ``--objective``)."""
     try:
         reported_metric(trainer_args)
     except ValueError as error:

@@ -4,8 +4,9 @@ Vertex starts ``python -m trainer.task`` with ``job.args``, the extra ``ARGS`` o
 and, in a study, ``--<parameter id>=<value>`` per trial. A value the trainer's parser refuses
 (``--epochs=abc``, a study's ``max_depth`` of 0.5) ends that replica or trial at argument
 parsing, after its VMs started. So ``vertex-tools check`` and every submit parse the same
-arguments with the project's framework-free ``trainer/flags.py`` parser (its types and ranges,
-e.g. ``cli.positive_integer``) and report argparse's own message, without its usage text.
+arguments with the parser of the project's framework-free declaration, ``trainer/spec.py`` (its
+types and ranges, e.g. ``cli.positive_integer``), and report argparse's own message, without its
+usage text.
 
 A study parameter is checked at what Vertex can draw: a double's min, max and a fractional value
 between them, an integer's min and max, each discrete or categorical value, formatted as Vertex
@@ -21,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from types import ModuleType
+from typing import Any
 
 HELP_FLAGS = ("-h", "--help")
 
@@ -31,10 +33,10 @@ class _Refused(Exception):
 
 @dataclass(frozen=True)
 class Trainer:
-    """The project's ``trainer.flags`` and the runtime's ``vertex_trainer_runtime.cli`` (imported
-    by ``preflight``)."""
+    """The project's declaration (``trainer.spec.SPEC``, a ``TrainerSpec``) and the runtime's
+    ``vertex_trainer_runtime.cli`` (imported by ``preflight``)."""
 
-    flags: ModuleType
+    spec: Any
     cli: ModuleType
 
     def normalize(self, argv: Sequence[str]) -> list[str]:
@@ -45,7 +47,7 @@ class Trainer:
     def parser(self):
         """The trainer's parser, whose errors raise instead of printing usage and exiting
         (parsing leaves a parser as it was: one serves every check)."""
-        parser = self.flags.parser()
+        parser = self.spec.parser()
 
         def error(message: str):
             raise _Refused(message)

@@ -17,7 +17,7 @@ from vertex_trainer_runtime import checkpoints
 from vertex_trainer_tools.testing import read_metrics
 
 from trainer import data
-from trainer.metric import METRIC
+from trainer.spec import SPEC
 
 
 def exported_accuracy(model_dir: Path, eval_root: Path) -> float:
@@ -39,7 +39,7 @@ def tensorboard_eval_accuracy(log_dir: Path) -> list[float]:
     for path in sorted((log_dir / "validation").glob("events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(str(path)):
             for value in event.summary.value:
-                if value.tag == f"epoch_{METRIC}":
+                if value.tag == f"epoch_{SPEC.metric}":
                     values.append(float(tf.make_ndarray(value.tensor)))
     return values
 
@@ -60,7 +60,7 @@ def train_args(image_folders, job: Path, batch_size: int) -> list[str]:
 
 def assert_reports_exported_accuracy(metrics_file: Path, job: Path, eval_root: Path) -> float:
     truth = exported_accuracy(job / "model", eval_root)
-    reported = float(read_metrics(metrics_file)[-1][METRIC])
+    reported = float(read_metrics(metrics_file)[-1][SPEC.metric])
     assert reported == pytest.approx(truth, abs=1e-6), f"{EVAL_IMAGES} images: {truth}"
     assert tensorboard_eval_accuracy(job / "logs")[-1] == pytest.approx(truth, abs=1e-6)
     return truth
@@ -119,7 +119,7 @@ def test_reported_accuracy_counts_each_eval_image_once(tmp_path, image_folders, 
     assert train(train_args(image_folders, job, 32)) == 0
     assert [line["global_step"] for line in read_metrics(metrics_file)] == ["1"]
     truth = exported_accuracy(job / "model", image_folders[1])
-    assert float(read_metrics(metrics_file)[-1][METRIC]) == pytest.approx(truth, abs=1e-6)
+    assert float(read_metrics(metrics_file)[-1][SPEC.metric]) == pytest.approx(truth, abs=1e-6)
 
 
 @pytest.mark.slow

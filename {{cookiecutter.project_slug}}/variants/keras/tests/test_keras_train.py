@@ -124,10 +124,10 @@ def test_trains_exports_reports_and_resumes_in_another_precision_with_xla(
 
 
 def test_metric_name_needs_no_tensorflow():
-    """Config checks read METRIC from trainer.metric without importing TensorFlow; it is the
-    metric id of vertex.yaml's study."""
+    """Config checks read the metric from trainer/spec.py without importing TensorFlow; it is
+    the metric id of vertex.yaml's study."""
     code = (
-        "import sys; from trainer.metric import METRIC; print(METRIC, 'tensorflow' in sys.modules)"
+        "import sys; from trainer.spec import SPEC; print(SPEC.metric, 'tensorflow' in sys.modules)"
     )
     command = [sys.executable, "-c", code]
     printed = subprocess.check_output(command, cwd=PROJECT, env=subprocess_env(), text=True)

@@ -1,6 +1,6 @@
 """The input data: synthetic images, an image folder, or a TFDS dataset (tfds_data.py).
 
-YOU MAY CHANGE THIS FILE: add a source or change the decoding. Every source yields float32
+YOURS TO CHANGE: add a source or change the decoding. Every source yields float32
 ``[size, size, 3]`` pixels in 0..255 (the exported model takes the same) and an int32 label; each
 worker reads only its shard, and training order is fixed by the seed and pass (the runtime's
 ``vertex_trainer_runtime.keras.passes``).

@@ -1,12 +1,13 @@
 """The flags of ``python -m trainer.task``: typed sections, parsed once by ``cli.parse``.
 
-YOU MAY CHANGE THIS FILE: a new flag is one field in a section below and its use where the
-section is read (``train.run`` hands each function the section it needs). Framework-free: the
-tools (``make check``, ``make submit-hpt``, ``local-run``) import it to know the trainer's flags.
+YOURS TO CHANGE: a new flag is one field in a section below and its use where the section is
+read (``train.run`` hands each function the section it needs). Framework-free: ``trainer/spec.py``
+declares these flags, and the tools (``make check``, ``make submit-hpt``, ``local-run``) read
+them from there.
 """
 
-# No ``from __future__ import annotations``: the sections' types must be real objects, as the
-# tools import this module and drop it from sys.modules before they read its parser.
+from __future__ import annotations
+
 import argparse
 from dataclasses import dataclass
 
@@ -20,14 +21,6 @@ WEIGHTS = ("imagenet", "none")
 # Keras's mixed-precision policy names; "auto" picks one for the GPU
 # (vertex_trainer_runtime.keras.precision, which train.py holds equal to these).
 PRECISIONS = ("auto", "float32", "mixed_bfloat16", "mixed_float16")
-
-DESCRIPTION = "Train a Keras image classifier on Vertex AI or locally."
-# Why job.reduction_server is of no use to this trainer (`make check` refuses it); None: it is.
-# MultiWorkerMirroredStrategy all-reduces with NCCL when a Reduction Server is there.
-NO_REDUCTION_SERVER = None
-# The file the export holds (the SavedModel's graph): `make check` refuses a model.serving_image
-# that cannot serve it.
-EXPORT_FILE = "saved_model.pb"
 
 
 def _validation_split(value: str) -> float:
@@ -131,8 +124,3 @@ class Flags:
     speed: Speed
     data: Data
     tensorboard: cli.TensorBoardFlags
-
-
-def parser() -> argparse.ArgumentParser:
-    """The whole command line (the tools read it): shared flags, then this trainer's."""
-    return cli.parser_for(Flags, DESCRIPTION)

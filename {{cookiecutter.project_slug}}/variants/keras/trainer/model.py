@@ -1,6 +1,6 @@
 """The classifier (transfer learning on a Keras application), its evaluation and its export.
 
-YOU MAY CHANGE THIS FILE: the network, the optimizer, the SavedModel's signatures. tf-keras
+YOURS TO CHANGE: the network, the optimizer, the SavedModel's signatures. tf-keras
 (Keras 2) on purpose: Keras 3's ``fit`` fails under MultiWorkerMirroredStrategy (keras#20585).
 """
 
@@ -17,7 +17,7 @@ import tf_keras as keras
 from vertex_trainer_runtime import cli
 
 from trainer import data, flags
-from trainer.metric import METRIC
+from trainer.spec import SPEC
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,9 @@ def build(
     """
     name = config.model
     inputs = keras.Input(shape=(image_size, image_size, 3), name="images")
+    # --- yours to change --- (the network between the served inputs and the float32 output)
     features = _small_cnn(inputs) if name == SMALL_CNN else _pretrained(config, inputs, image_size)
+    # --- end ---
     outputs = keras.layers.Dense(
         num_classes, activation="softmax", dtype="float32", name="probabilities"
     )(features)
@@ -128,7 +130,7 @@ def evaluator(model: keras.Model) -> Callable[[tf.data.Dataset], dict[str, float
             correct += int(batch_correct)
             count += int(batch_count)
         count = max(count, 1)  # train.run refuses an empty eval set
-        return {"loss": loss / count, METRIC: correct / count}
+        return {"loss": loss / count, SPEC.metric: correct / count}
 
     return evaluate
 

@@ -1,9 +1,12 @@
 """Keras training state (weights, optimizer, epoch) saved and restored with complete markers.
 
-You should not need to change this file. A step is one folder, ``checkpoint-<step>/``; when
-distributed each task writes its part, ``<task>-<index>/`` (the runtime's ``keras.task_parts``):
-a step counts only when every task can resume from it. Every task saves and restores at the same
-moments (batch-norm reads are collectives).
+YOURS TO CHANGE: what a checkpoint holds, when the training state grows (a new optimizer or
+counter); you should not need to change this file otherwise.
+
+A step is one folder, ``checkpoint-<step>/``; when distributed each task writes its part,
+``<task>-<index>/`` (the runtime's ``keras.task_parts``): a step counts only when every task can
+resume from it. Every task saves and restores at the same moments (batch-norm reads are
+collectives).
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """TensorFlow Datasets sources: ``--train-data``/``--eval-data`` ``tfds:<name>[:<split>]``.
 
-You should not need to change this file. The chief prepares a dataset once (the others wait),
-each worker reads its part of a split with ``tfds.even_splits``; imported only when used.
+YOURS TO CHANGE: which features of a TFDS dataset are the image and the label, for a dataset
+that names them otherwise; you should not need to change this file otherwise.
+
+The chief prepares a dataset once (the others wait), each worker reads its part of a split with
+``tfds.even_splits``; imported only when used.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The training loop: ``run(flags, ctx)`` builds the data, model and callbacks, trains, exports.
 
-YOU MAY CHANGE THIS FILE: the steps of ``run`` (one code path for a laptop, one VM and a
+YOURS TO CHANGE: the steps of ``run`` (one code path for a laptop, one VM and a
 multi-worker job); the generic parts are the runtime's ``vertex_trainer_runtime.keras``.
 """
 
@@ -27,7 +27,7 @@ from vertex_trainer_runtime.keras import (
 
 from trainer import data, model, resume
 from trainer.flags import PRECISIONS, Flags
-from trainer.metric import METRIC
+from trainer.spec import SPEC
 
 assert PRECISIONS == precision.PRECISIONS, "trainer/flags.py offers the policies precision applies"
 
@@ -75,9 +75,9 @@ class Evaluate(keras.callbacks.Callback):
             return
         if logs is not None:
             logs.update({f"val_{name}": value for name, value in results.items()})
-        loss, metric = results["loss"], results[METRIC]
-        logger.info("Epoch %d: eval loss = %.4f, %s = %.4f", epoch + 1, loss, METRIC, metric)
-        self.reporter.report(results[METRIC], epoch + 1)
+        loss, metric = results["loss"], results[SPEC.metric]
+        logger.info("Epoch %d: eval loss = %.4f, %s = %.4f", epoch + 1, loss, SPEC.metric, metric)
+        self.reporter.report(results[SPEC.metric], epoch + 1)
         pace = {name: logs[name] for name in throughput.EPOCH_FIGURES if name in (logs or {})}
         self.tracker.log_evaluation({**results, **pace}, epoch + 1)
         self.results = results
@@ -139,7 +139,7 @@ def run(flags: Flags, ctx: RunContext) -> int:
         classifier, train_source.class_names, image_size, ctx.model_dir.uri, cluster
     )
     if evaluation.results:  # the chief's: the exported model is the last epoch's
-        tracker.finish({METRIC: evaluation.results[METRIC], **totals})
+        tracker.finish({SPEC.metric: evaluation.results[SPEC.metric], **totals})
     return 0
 
 
@@ -198,7 +198,7 @@ def _evaluation(classifier, eval_source, flags: Flags, ctx, notice, tracker, tim
     evaluate = model.evaluator(classifier)
     return Evaluate(
         timings.timed(throughput.EVALUATION, lambda stop: evaluate(eval_images, stop)),
-        ctx.metric_reporter(METRIC),
+        ctx.metric_reporter(SPEC.metric),
         enabled=ctx.cluster.is_chief,
         epochs=flags.training.epochs,
         notice=notice,

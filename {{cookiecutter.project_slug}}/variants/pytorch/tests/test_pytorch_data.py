@@ -13,7 +13,8 @@ import logging
 import pytest
 from vertex_trainer_runtime import cli
 
-from trainer import data, flags
+from trainer import data
+from trainer.spec import SPEC
 
 ROWS = 200  # enough rows that one odd label is rare
 
@@ -99,7 +100,7 @@ BAD = {
 
 
 def load(path, *extra: str):
-    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, [f"--train-data={path}", *extra])
+    parsed = SPEC.parse([f"--train-data={path}", *extra])
     return data.load_raw(parsed.shared, parsed.data)
 
 

@@ -13,11 +13,11 @@ import torch
 from conftest import base_args, reviews, write_csv
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
-from vertex_trainer_runtime import cli
 from vertex_trainer_runtime.torch import distributed
 from vertex_trainer_tools.testing import read_metrics
 
-from trainer import data, flags, model, predict, task, train
+from trainer import data, model, predict, task, train
+from trainer.spec import SPEC
 
 
 def test_scratch_model_on_synthetic_data_with_step_based_evaluation(tmp_path, caplog):
@@ -205,9 +205,9 @@ def test_gradient_accumulation_steps_must_be_a_whole_number_of_batches(value, tm
 
 def test_gradient_accumulation_steps_reach_the_trainer(tmp_path):
     """Hugging Face's own argument: it steps the optimizer every N batches and counts steps."""
-    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, ["--gradient-accumulation-steps=4"])
+    parsed = SPEC.parse(["--gradient-accumulation-steps=4"])
     assert train.training_arguments(parsed, str(tmp_path)).gradient_accumulation_steps == 4
-    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, [])
+    parsed = SPEC.parse([])
     assert train.training_arguments(parsed, str(tmp_path)).gradient_accumulation_steps == 1
 
 
@@ -215,7 +215,7 @@ def test_torchrun_workers_get_the_command_line_as_given():
     """Flags that argparse cannot spell back from the parsed values reach the workers."""
     given = ["--no-group-by-length", "--model_name_or_path", "scratch", "--epochs=2"]
     argv = distributed.worker_argv(["--local-dir=/node", "--model-name-or-path=/node/m"], given)
-    worker = cli.parse(flags.Flags, flags.DESCRIPTION, argv)
+    worker = SPEC.parse(argv)
     assert worker.data.group_by_length is False
     assert worker.distributed.local_dir == "/node"
     assert (worker.model.model_name_or_path, worker.training.epochs) == ("/node/m", 2)

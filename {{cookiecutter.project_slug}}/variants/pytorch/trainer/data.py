@@ -1,4 +1,4 @@
-"""YOU MAY MODIFY: the text-classification data: IMDB by default, CSV/JSONL/Parquet files
+"""YOURS TO CHANGE: the text-classification data: IMDB by default, CSV/JSONL/Parquet files
 (read and checked by ``vertex_trainer_runtime.torch.input_files``), or a synthetic set;
 ``tokenize`` prepares it for the model.
 

@@ -1,27 +1,17 @@
-"""YOU MAY MODIFY: the flags of ``python -m trainer.task``, in typed sections. A new flag is one
+"""YOURS TO CHANGE: the flags of ``python -m trainer.task``, in typed sections. A new flag is one
 field here and its use where its section is read (``train.run(flags, ctx)`` hands them out).
 
-Framework-free: the tools import it to refuse a flag or study parameter the trainer lacks.
+Framework-free: ``trainer/spec.py`` declares these flags, and the tools read them there to
+refuse a flag or study parameter the trainer lacks.
 """
 
-# No ``from __future__ import annotations``: the tools parse with these classes after taking
-# the module out of sys.modules, where string annotations could no longer be resolved.
+from __future__ import annotations
+
 import argparse
 import dataclasses
 
 from vertex_trainer_runtime import cli
 from vertex_trainer_runtime.cli import flag
-
-DESCRIPTION = (
-    "Fine-tune a BERT-family model (Hugging Face transformers) for text classification; "
-    "IMDB sentiment by default."
-)
-# Why job.reduction_server is of no use to this trainer (`make check` refuses it); None: it is.
-# DDP all-reduces gradients with NCCL on GPUs; the reducers are not ranks (distributed.py).
-NO_REDUCTION_SERVER = None
-# The file the export holds (save_pretrained's folder): `make check` refuses a model.serving_image
-# that cannot serve it.
-EXPORT_FILE = "config.json"
 
 
 def _warmup_ratio(value: str) -> float:
@@ -157,8 +147,3 @@ class Flags:
     schedule: Schedule
     distributed: Distributed
     tensorboard: cli.TensorBoardFlags
-
-
-def parser() -> argparse.ArgumentParser:
-    """The whole command line (the tools read the flags from it)."""
-    return cli.parser_for(Flags, DESCRIPTION)

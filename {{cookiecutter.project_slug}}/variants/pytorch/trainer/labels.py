@@ -1,4 +1,4 @@
-"""YOU MAY MODIFY (the label rules): which classes the training data has, and each label's id.
+"""YOURS TO CHANGE: the label rules: which classes the training data has, and each label's id.
 
 ``class_names`` refuses rows without a label, infinite labels and labels that look like typos;
 ``label_mapper`` maps a stored label (class index, int or str) to the id the model is trained

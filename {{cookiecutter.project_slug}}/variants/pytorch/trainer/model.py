@@ -1,4 +1,4 @@
-"""YOU MAY MODIFY: the BERT-family classifier and its tokenizer, loaded and exported.
+"""YOURS TO CHANGE: the BERT-family classifier and its tokenizer, loaded and exported.
 
 ``--model-name-or-path`` is a Hub id, a ``save_pretrained`` folder (local, ``/gcs/``, ``gs://``)
 or ``scratch``: a small BERT built here, so smoke runs and tests need no Hub download.

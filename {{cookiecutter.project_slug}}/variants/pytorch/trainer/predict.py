@@ -1,4 +1,4 @@
-"""YOU MAY MODIFY: ``python -m trainer.predict --model-dir DIR "text" ...`` classifies texts
+"""YOURS TO CHANGE: ``python -m trainer.predict --model-dir DIR "text" ...`` classifies texts
 with an exported model and prints one JSON line per text (text, label, probability).
 
 Texts come from the command line or ``--input-file`` (.txt, one per line, or the

@@ -1,4 +1,4 @@
-"""YOU MAY MODIFY (what is logged): eval accuracy to hyperparameter tuning, eval metrics to the
+"""YOURS TO CHANGE: what is logged: eval accuracy to hyperparameter tuning, eval metrics to the
 Experiment run, progress to the log, TensorBoard.
 
 :func:`report_final_model` makes the last value reported for tuning the exported model's.
@@ -12,7 +12,7 @@ from transformers import Trainer, TrainerCallback
 from vertex_trainer_runtime import cli, hptune, ledger, tracking
 from vertex_trainer_runtime.context import OutputDir
 
-from trainer.metric import METRIC
+from trainer.spec import SPEC
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def report_final_model(trainer: Trainer, report: ReportMetric) -> None:
     The decision uses the log history, the same on every rank, since evaluating is collective.
     """
     step = trainer.state.global_step
-    key = f"eval_{METRIC}"
+    key = f"eval_{SPEC.metric}"
     values = [e[key] for e in trainer.state.log_history if key in e and e.get("step") == step]
     if not values:  # the last step was not an evaluation step: measure the final model
         trainer.evaluate()

@@ -1,4 +1,4 @@
-"""YOU MAY MODIFY: how a run resumes, the glue between the Hugging Face ``Trainer`` and the
+"""YOURS TO CHANGE: how a run resumes, the glue between the Hugging Face ``Trainer`` and the
 runtime's checkpoint mirror (``vertex_trainer_runtime.torch.checkpoint_mirror``).
 
 The mirror publishes each checkpoint the Trainer saves locally to the checkpoint dir in the

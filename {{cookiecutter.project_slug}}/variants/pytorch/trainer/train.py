@@ -1,4 +1,4 @@
-"""YOU MAY MODIFY: the training loop, Hugging Face ``Trainer`` fed from the flags' sections.
+"""YOURS TO CHANGE: the training loop, Hugging Face ``Trainer`` fed from the flags' sections.
 
 ``run`` trains here, or relaunches ``trainer.task`` under torchrun when there are several
 processes (``vertex_trainer_runtime.torch.distributed``); rank 0 exports. The last tuning value
@@ -26,7 +26,7 @@ from vertex_trainer_runtime.torch import distributed
 from trainer import data
 from trainer import model as models
 from trainer.flags import Flags
-from trainer.metric import METRIC
+from trainer.spec import SPEC
 
 logger = logging.getLogger(__name__)
 
@@ -119,8 +119,10 @@ def training_arguments(flags: Flags, output_dir: str) -> TrainingArguments:
     training, schedule, cuda = flags.training, flags.schedule, torch.cuda.is_available()
     precision = _precision(training.precision)
     workers = _dataloader_workers(training.dataloader_workers)
+    # Outside the marked lines, what the checkpoint mirror, the tuning report and the logs rely on.
     options = dict(
         output_dir=output_dir,
+        # --- yours to change --- (batching and the optimizer; a new one: a Training flag)
         per_device_train_batch_size=training.batch_size,
         gradient_accumulation_steps=training.gradient_accumulation_steps,
         per_device_eval_batch_size=training.eval_batch_size or 2 * training.batch_size,
@@ -128,6 +130,7 @@ def training_arguments(flags: Flags, output_dir: str) -> TrainingArguments:
         max_steps=training.max_steps or -1,
         learning_rate=training.learning_rate,
         weight_decay=training.weight_decay,
+        # --- end ---
         eval_strategy="steps" if schedule.eval_steps else "epoch",
         eval_steps=schedule.eval_steps or None,
         save_strategy="steps" if schedule.save_steps else "epoch",
@@ -178,7 +181,7 @@ def _version_options(training, group_by_length: bool) -> dict:
 
 def compute_metrics(prediction) -> dict[str, float]:
     predictions, labels = prediction.predictions, prediction.label_ids
-    return {METRIC: float((predictions == labels).mean())}
+    return {SPEC.metric: float((predictions == labels).mean())}
 
 
 def _argmax(logits, labels):
@@ -265,7 +268,7 @@ def _train(flags: Flags, ctx: RunContext, work_dir: str) -> int:
 
     # job.experiment: the chief's rank 0 logs to the job's Experiment run.
     tracker = tracking.start(flags, is_rank0 and ctx.cluster.is_chief, ctx.cluster.trial)
-    report = reporting.ReportMetric(ctx.metric_reporter(METRIC, enabled=is_rank0), tracker)
+    report = reporting.ReportMetric(ctx.metric_reporter(SPEC.metric, enabled=is_rank0), tracker)
     minutes = flags.shared.checkpoint_minutes
     mirror = resume.mirror(checkpoint_dir, minutes, KEEP_CHECKPOINTS, notice)
     board = ctx.tensorboard_dir if is_rank0 else None
@@ -286,7 +289,7 @@ def _train(flags: Flags, ctx: RunContext, work_dir: str) -> int:
         if ctx.cluster.is_chief:
             reporting.write_goodput(ctx.tensorboard_dir, trainer.state.global_step)
         # The exported model's accuracy (report_final_model), the time spent and the last speed.
-        tracker.finish({METRIC: report.last_value, **speed})
+        tracker.finish({SPEC.metric: report.last_value, **speed})
     if dist.is_available() and dist.is_initialized():  # only in torchrun workers
         dist.barrier()  # every rank is past the export
         distributed.end_worker(0)

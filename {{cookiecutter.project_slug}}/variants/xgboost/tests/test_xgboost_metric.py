@@ -1,4 +1,4 @@
-"""trainer/metric.py declares, without XGBoost, the metric the trainer reports: held here
+"""trainer/spec.py declares, without XGBoost, the metric the trainer reports: held here
 against the trainer's own choice (trainer/model.py) and XGBoost's own better-is-higher rule."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import xgboost as xgb
 from xgboost.callback import EarlyStopping
 
-from trainer import metric as declared
+from trainer.spec import SPEC
 
 # The trainer's own choice of objective kind and metric.
 choice = importlib.import_module("trainer.objectives")
@@ -40,7 +40,7 @@ def xgboost_maximizes(metric: str) -> bool:
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_default_metric_per_objective_is_the_trainers(objective):
     kind = choice.objective(objective).kind
-    metric, goal = declared.reported_metric([f"--objective={objective}"])
+    metric, goal = SPEC.reported_metric([f"--objective={objective}"])
     assert metric == choice.metrics(None, kind)[-1]
     assert goal == ("maximize" if xgboost_maximizes(metric) else "minimize")
 
@@ -48,7 +48,7 @@ def test_default_metric_per_objective_is_the_trainers(objective):
 @pytest.mark.parametrize("metric", METRICS)
 def test_eval_metric_flag_decides_the_metric_and_its_goal(metric):
     args = ["--objective", "binary", f"--eval_metric=logloss,{metric}"]
-    assert declared.reported_metric(args) == (
+    assert SPEC.reported_metric(args) == (
         choice.metrics(f"logloss,{metric}", "binary")[-1],
         "maximize" if xgboost_maximizes(metric) else "minimize",
     )

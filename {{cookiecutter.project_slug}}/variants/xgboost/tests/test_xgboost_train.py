@@ -29,6 +29,7 @@ from vertex_trainer_tools.testing import read_metrics
 from vertex_trainer_tools.trainer_runs import run_in_process
 
 from trainer import flags, objectives
+from trainer.spec import SPEC
 
 
 def test_binary_csv_with_vertex_dirs_exports_a_good_model(breast_cancer, tmp_path, experiment_run):
@@ -175,10 +176,11 @@ def test_reported_metric_is_the_exported_models_auc(breast_cancer, tmp_path, mon
 def test_hpt_study_matches_the_trainer():
     """vertex.yaml's study: its metric is the tag reported by default, its parameters are flags."""
     study = yaml.safe_load((PROJECT / "vertex.yaml").read_text())["hpt"]
-    defaults = cli.parse(flags.Flags, flags.DESCRIPTION, [])
+    defaults = SPEC.parse([])
     assert defaults == flags.Flags()
     declared = objectives.tuning_metric(defaults.model.objective, defaults.training.eval_metric)
     assert (study["metric"]["id"], study["metric"]["goal"]) == declared
+    assert (SPEC.metric, SPEC.goal) == declared
     section_of = {
         field.name: section
         for section in vars(defaults)
@@ -187,7 +189,7 @@ def test_hpt_study_matches_the_trainer():
     for name, spec in study["parameters"].items():
         assert name in section_of, f"hpt.parameters.{name} is no trainer flag"
         for value in spec.get("values") or [spec["min"], spec["max"]]:
-            trial = cli.parse(flags.Flags, flags.DESCRIPTION, [f"--{name}={float(value)}"])
+            trial = SPEC.parse([f"--{name}={float(value)}"])
             parsed = getattr(getattr(trial, section_of[name]), name)
             assert parsed == pytest.approx(float(value)), name
 
@@ -199,7 +201,7 @@ def test_flags_parse_into_their_sections_and_become_xgboost_params():
 
     argv = ["--train-data=synthetic", "--learning_rate=0.3", "--max_depth=4.0", "--project=p"]
     argv += ["--base-score=auto", "--early-stopping-rounds=5", "--objective=multiclass"]
-    parsed = cli.parse(flags.Flags, flags.DESCRIPTION, argv)
+    parsed = SPEC.parse(argv)
     assert parsed.shared == cli.SharedFlags(train_data="synthetic")
     assert parsed.data == flags.Data(project="p")
     expected = flags.Model(objective="multiclass", eta=0.3, max_depth=4, base_score="auto")

@@ -1,12 +1,13 @@
 """YOURS TO CHANGE: the flags of ``python -m trainer.task``, as typed sections.
 
 A new flag is one field in the section it configures and its use where that section is read.
-Framework-free on purpose: the tools (``make check``, ``make submit-hpt``, the local emulator)
-import it to refuse a ``job.args`` flag or study parameter the trainer lacks before any job.
+Framework-free on purpose: ``trainer/spec.py`` declares these flags, and the tools (``make
+check``, ``make submit-hpt``, the local emulator) read them to refuse a ``job.args`` flag or
+study parameter the trainer lacks before any job.
 """
 
-# No ``from __future__ import annotations``: the tools import this module and then drop it from
-# sys.modules, where typing.get_type_hints would look up names such as ``cli`` in text annotations.
+from __future__ import annotations
+
 import argparse
 import dataclasses
 
@@ -21,21 +22,6 @@ def number_or_auto(value: str) -> float | str:
         return float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {value!r}") from None
-
-
-DESCRIPTION = (
-    "Train an XGBoost model on CSV/Parquet files (local, /gcs/ or gs://), a BigQuery table "
-    "(bq://project.dataset.table) or synthetic data, and export model.bst for Vertex AI."
-)
-# Why job.reduction_server is of no use to this trainer (`make check` refuses it); None: it is.
-NO_REDUCTION_SERVER = (
-    "XGBoost all-reduces with its own collective (TCP through its tracker; on GPUs, the NCCL "
-    "of its wheel), not the TensorFlow/PyTorch NCCL all-reduce Google's plugin serves, and this "
-    "image has no plugin: the reducers would be paid for and idle; remove it"
-)
-# The file the export holds (the booster): `make check` refuses a model.serving_image
-# that cannot serve it.
-EXPORT_FILE = "model.bst"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +110,3 @@ class Flags:
     data: Data = dataclasses.field(default_factory=Data)
     model: Model = dataclasses.field(default_factory=Model)
     training: Training = dataclasses.field(default_factory=Training)
-
-
-def parser() -> argparse.ArgumentParser:
-    """The whole command line (the tools read it): shared flags, then this trainer's."""
-    return cli.parser_for(Flags, DESCRIPTION)

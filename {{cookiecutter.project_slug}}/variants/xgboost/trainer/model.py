@@ -15,11 +15,12 @@ from vertex_trainer_runtime.cli import InputError
 from vertex_trainer_runtime.xgboost import throughput
 from xgboost.callback import TrainingCallback
 
-from trainer.flags import EXPORT_FILE, Model
+from trainer.flags import Model
+from trainer.spec import SPEC
 
 logger = logging.getLogger(__name__)
 
-MODEL_FILE = EXPORT_FILE  # model.bst: the name the prebuilt XGBoost prediction image loads
+MODEL_FILE = SPEC.export_file  # model.bst: the name the prebuilt XGBoost prediction image loads
 METADATA_FILE = "model_metadata.json"
 
 
@@ -55,17 +56,21 @@ def params(
     seed: int,
 ) -> dict:
     """XGBoost's training parameters from the ``--objective``/``--max-depth``/... flags."""
+    # Outside the marked lines, what the run relies on: the objective and eval metrics the
+    # tuning metric follows, hist on the chosen device, and the seed a resumed run repeats.
     result = {
         "objective": objective.name,
         "tree_method": "hist",
         "device": device,
         "nthread": threads,
+        # --- yours to change --- (a new booster parameter: a Model flag and its line here)
         "max_depth": options.max_depth,
         "eta": options.eta,
         "subsample": options.subsample,
         "colsample_bytree": options.colsample_bytree,
         "min_child_weight": options.min_child_weight,
         "max_bin": options.max_bin,
+        # --- end ---
         "eval_metric": metric_names,
         "seed": seed,
     }

@@ -1,5 +1,7 @@
 """Checkpoints of the booster and resume at round granularity (``xgb_model=`` the restored booster).
-You should not need to change this, unless a checkpoint must hold more than the booster.
+
+YOURS TO CHANGE: what a checkpoint holds, when it must hold more than the booster; you should
+not need to change this otherwise.
 
 The round count always comes from the loaded booster, never a file name. Early stopping's state
 rides in the booster's attributes, and :class:`SeedEachRound` makes row and column samples a
