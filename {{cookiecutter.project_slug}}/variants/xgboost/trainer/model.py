@@ -89,7 +89,7 @@ def cpu_count() -> int:
 
 def evaluate(booster: xgb.Booster, data: xgb.DMatrix, name: str, metric: str) -> float:
     """``metric`` of ``booster`` on ``data``; a collective call when distributed (every replica
-    holds all eval rows, so XGBoost's all-reduced value is exact: train.evaluation_rows).
+    holds all eval rows, so XGBoost's all-reduced value is exact: data.evaluation_rows).
     ``eval_set`` adds to ``data``'s cached predictions the trees not yet in them."""
     text = booster.eval_set([(data, name)], iteration=booster.num_boosted_rounds() - 1)
     for item in text.split()[1:]:

@@ -42,7 +42,7 @@ class Rows:
 
 def read_rows(flags: Flags, cluster: runtime.Cluster) -> Rows:
     """This replica's training rows and, with ``--eval-data``, all eval rows (every replica
-    reads them all: see evaluation_rows). Without it, ``--eval-fraction`` of the training rows,
+    reads them all: see data.evaluation_rows). Without it, ``--eval-fraction`` of the training rows,
     chosen by ``--seed`` from all of ``--train-data``, are held out."""
     shared, options = flags.shared, flags.data
     if not shared.train_data:
@@ -75,7 +75,7 @@ def prepare(flags: Flags, rows: Rows, group) -> Prepared:
     if eval_frame is None:
         # The schema above saw the held-out rows too: their classes and categories count.
         train_frame, eval_frame = data.split_held_out(train_frame, rows.held_out)
-        eval_frame = evaluation_rows(eval_frame, group)
+        eval_frame = data.evaluation_rows(eval_frame, group)
         eval_source = source + float_range.HELD_OUT_SUFFIX
     x_train, y_train = schemas.encode(train_frame, schema, source)
     x_eval, y_eval = schemas.encode(eval_frame, schema, eval_source)
@@ -97,18 +97,6 @@ def prepare(flags: Flags, rows: Rows, group) -> Prepared:
     deval = xgb.QuantileDMatrix(x_eval, label=y_eval, ref=dtrain, nthread=threads)
     fits = functools.partial(check_checkpoint, objective=objective, schema=schema)
     return Prepared(params, dtrain, deval, total_rows, rows.device, fits, (objective, schema))
-
-
-def evaluation_rows(frame: pd.DataFrame, group) -> pd.DataFrame:
-    """The eval rows of all replicas, on every replica (rank order).
-
-    XGBoost's distributed AUC/AUCPR is a mean of each replica's own area weighted by its
-    positive x negative pairs (src/metric/auc.cc), not the eval set's: skewed when the replicas'
-    eval rows differ. With the same rows everywhere it is exact, as is every summed metric.
-    """
-    if not group.distributed:
-        return frame
-    return pd.concat(group.allgather(frame), ignore_index=True)
 
 
 def check_checkpoint(booster: xgb.Booster, objective, schema: schemas.Schema) -> None:
