@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
+import types
 
 import pytest
 
@@ -17,6 +19,16 @@ np = pytest.importorskip("numpy")
 from vertex_trainer_runtime.xgboost import run  # noqa: E402
 
 CALLS: list[str] = []
+REPORTS: list[tuple[float, int]] = []  # (value, step) reported for tuning
+
+
+class HyperTune:
+    """cloudml-hypertune's reporter, recording (the framework venvs have no hypertune)."""
+
+    def report_hyperparameter_tuning_metric(
+        self, hyperparameter_metric_tag, metric_value, global_step
+    ):
+        REPORTS.append((metric_value, global_step))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +96,9 @@ SPEC = spec.TrainerSpec(
 
 @pytest.fixture
 def train(tmp_path, monkeypatch):
-    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(tmp_path / "metrics"))
+    monkeypatch.setitem(sys.modules, "hypertune", types.SimpleNamespace(HyperTune=HyperTune))
     CALLS.clear()
+    REPORTS.clear()
 
     def train_once(rounds: int = 8, environ: dict | None = None) -> int:
         shared = cli.SharedFlags(train_data="demo", job_dir=str(tmp_path))
@@ -101,6 +114,8 @@ def test_the_order_calls_the_declared_functions_and_exports(tmp_path, train):
     assert CALLS[:2] == ["make_data", "make_model"]
     assert CALLS[-1] == "export" and CALLS.count("export") == 1
     assert CALLS.count("evaluate") == 4 + 1  # every 2nd of 8 rounds (no eval set), then the last
+    # The last measurement is the exported model's, reported last at the last round trained.
+    assert [step for _, step in REPORTS] == [2, 4, 6, 8, 8]
     booster = xgb.Booster(model_file=str(tmp_path / "model" / "model.json"))
     assert booster.num_boosted_rounds() == 8
     saved = [c.step for c in checkpoints.list_checkpoints(str(tmp_path / "checkpoints"))]
