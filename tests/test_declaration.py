@@ -6,10 +6,12 @@ it names)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -36,6 +38,11 @@ print(json.dumps({
                      "pandas", "datasets"} & set(sys.modules)),
 }))
 """
+
+
+# A function a declaration names in the runtime (a framework's run) is the runtime's source's.
+RUNTIME = "vertex_trainer_runtime"
+RUNTIME_ROOT = Path(importlib.util.find_spec(RUNTIME).submodule_search_locations[0]).parent
 
 
 @pytest.fixture(scope="module", params=FRAMEWORKS)
@@ -71,7 +78,8 @@ def test_the_named_functions_are_functions_of_the_baked_trainer(declared):
     project, spec = declared
     for field, reference in spec["functions"].items():
         module, _, name = reference.partition(":")
-        path = project.joinpath(*module.split(".")).with_suffix(".py")
+        root = RUNTIME_ROOT if module.split(".")[0] == RUNTIME else project
+        path = root.joinpath(*module.split(".")).with_suffix(".py")
         assert path.is_file(), f"{field}: {reference}: no {path.name}"
         tree = ast.parse(path.read_text())
         defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
