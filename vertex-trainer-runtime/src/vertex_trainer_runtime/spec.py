@@ -43,6 +43,14 @@ class TrainerSpec:
     # The metric when it follows the flags (XGBoost: --objective, --eval-metric): parsed flags
     # -> (metric id, goal); None: always (metric, goal).
     metric_for: Callable[[Any], tuple[str, str]] | None = None
+    # Further "module:function" names a framework's run calls where it has them (None: none).
+    # PyTorch: (flags, output dir) -> transformers' TrainingArguments
+    training_arguments: str | None = None
+    # PyTorch: (flags, make_data's data, tokenizer) -> the (train, eval) sets the model takes
+    tokenize: str | None = None
+    # PyTorch: (flags, make_data's data, node's work dir) -> flags added to the torchrun
+    # workers' command line, after what the node prepared for them before they start
+    worker_flags: str | None = None
 
     def __post_init__(self):
         # Resolved now, while the declaring modules are importable: the tools drop them from
@@ -66,8 +74,12 @@ class TrainerSpec:
         return self.metric_for(self.parse(list(argv)))
 
     def function(self, name: str) -> Callable:
-        """One of :data:`FUNCTIONS`, imported (with the framework, for most)."""
-        return resolve(getattr(self, name))
+        """One of :data:`FUNCTIONS` or of the optional names, imported (with the framework, for
+        most); a ``LookupError`` for an optional one the declaration leaves out."""
+        reference = getattr(self, name)
+        if reference is None:
+            raise LookupError(f"trainer/spec.py declares no {name}")
+        return resolve(reference)
 
 
 def resolve(reference: str) -> Callable:
