@@ -14,8 +14,9 @@ import sys
 import pytest
 import yaml
 
-from conftest import BASE_IMAGES, FRAMEWORKS
+from conftest import BASE_IMAGES, FRAMEWORKS, TEMPLATE
 
+RUNTIME_SOURCE = TEMPLATE / "vertex-trainer-runtime" / "src"
 # Run in the baked project: what the declaration says, and whether a framework came with it.
 READ = """
 import json, sys
@@ -31,6 +32,8 @@ print(json.dumps({
     "flags": sorted(o for a in SPEC.parser()._actions for o in a.option_strings),
     "shared": type(parsed.shared).__name__,
     "functions": {name: getattr(SPEC, name) for name in spec.FUNCTIONS},
+    "optional": {name: getattr(SPEC, name) for name in spec.OPTIONAL_FUNCTIONS
+                 if getattr(SPEC, name) is not None},
     "export_file": SPEC.export_file,
     "heavy": sorted({"tensorflow", "keras", "torch", "transformers", "xgboost", "numpy",
                      "pandas", "datasets"} & set(sys.modules)),
@@ -68,10 +71,12 @@ def test_the_metric_is_the_studys(declared):
 
 
 def test_the_named_functions_are_functions_of_the_baked_trainer(declared):
+    """Of the trainer, or of the runtime (a framework's run in its fixed order)."""
     project, spec = declared
-    for field, reference in spec["functions"].items():
+    for field, reference in {**spec["functions"], **spec["optional"]}.items():
         module, _, name = reference.partition(":")
-        path = project.joinpath(*module.split(".")).with_suffix(".py")
+        root = RUNTIME_SOURCE if module.startswith("vertex_trainer_runtime.") else project
+        path = root.joinpath(*module.split(".")).with_suffix(".py")
         assert path.is_file(), f"{field}: {reference}: no {path.name}"
         tree = ast.parse(path.read_text())
         defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}

@@ -22,6 +22,8 @@ from vertex_trainer_runtime import cli
 
 GOALS = ("maximize", "minimize")  # hpt.metric.goal, lower case
 FUNCTIONS = ("run", "make_data", "make_model", "evaluate", "export")  # the named functions
+# Named where a framework's run calls them (None: not declared).
+OPTIONAL_FUNCTIONS = ("training_arguments", "tokenize", "worker_flags")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +76,7 @@ class TrainerSpec:
         return self.metric_for(self.parse(list(argv)))
 
     def function(self, name: str) -> Callable:
-        """One of :data:`FUNCTIONS` or of the optional names, imported (with the framework, for
+        """One of :data:`FUNCTIONS` or :data:`OPTIONAL_FUNCTIONS`, imported (with the framework, for
         most); a ``LookupError`` for an optional one the declaration leaves out."""
         reference = getattr(self, name)
         if reference is None:
@@ -103,7 +105,9 @@ def problems(spec: Any) -> list[str]:
             found.append(f"trainer/spec.py: flags.{name} is not a frozen dataclass")
     if spec.goal not in GOALS:
         found.append(f"trainer/spec.py: goal {spec.goal!r} is not one of {', '.join(GOALS)}")
-    for name in FUNCTIONS:
+    for name in FUNCTIONS + OPTIONAL_FUNCTIONS:
+        if name in OPTIONAL_FUNCTIONS and getattr(spec, name) is None:
+            continue
         module, colon, function = getattr(spec, name).partition(":")
         if not (colon and module and function.isidentifier()):
             found.append(f"trainer/spec.py: {name} is not 'module:function'")
