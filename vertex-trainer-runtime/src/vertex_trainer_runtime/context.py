@@ -47,8 +47,8 @@ class RunContext:
     model_dir: OutputDir
     checkpoint_dir: OutputDir
     tensorboard_dir: OutputDir
-    # The trainer's declaration (a spec.TrainerSpec): a framework's run resolves the trainer's
-    # functions from it. None: built without one.
+    # The declaration run (trainer/spec.py's SPEC): a framework's run calls the user's functions
+    # it names. None where a run is called without one (tests).
     spec: Any = None
 
     def metric_reporter(self, tag: str, enabled: bool | None = None) -> hptune.MetricReporter:
@@ -57,7 +57,7 @@ class RunContext:
 
 
 def build(flags: Any, environ: Mapping[str, str] | None = None, spec: Any = None) -> RunContext:
-    """The context for a variant's parsed ``Flags`` and the environment (and its ``spec``)."""
+    """The context for a variant's parsed ``Flags``, the environment and the declaration."""
     # Trainers that write no TensorBoard logs have no cli.TensorBoardFlags section.
     tensorboard = getattr(flags, "tensorboard", None)
     dirs = runtime.resolve_output_dirs(
