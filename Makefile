@@ -44,9 +44,15 @@ demo: venv ## bake a $(FRAMEWORK) project into $(DEMO_DIR) (replaced each time) 
 # given on the command line or in the environment; make's default above, for the demo, selects
 # nothing); the template's CI runs each as a job of its own (.github/workflows/ci.yml).
 VARIANT = $(if $(filter command line environment,$(origin FRAMEWORK)),$(FRAMEWORK))
-# A variant's template tests in two parts: its image ones (PART=image) and the rest (PART=rest).
+# A variant's template tests in parts, for CI jobs of at most 20 minutes: its image tests
+# (PART=image) and the rest (PART=rest), which splits in two again: tests/project in the demo's
+# venv (PART=project) and the rest of it (PART=tiers: the demo, the project's own tiers, ...).
 PART ?= all
-PART_MARK = $(if $(filter image,$(PART)),-m images,$(if $(filter rest,$(PART)),-m "not images"))
+MARK_image = images
+MARK_rest = not images
+MARK_project = project_checks
+MARK_tiers = not images and not project_checks
+PART_MARK = $(if $(MARK_$(PART)),-m "$(MARK_$(PART))")
 PYTEST = $(BIN)/python -m pytest -p no:cacheprovider
 # The runtime's subpackage of a variant (vertex_trainer_runtime.keras, .torch, .xgboost), its
 # tests' venv (requirements/<name>.txt) and the packages every venv of the suite is held to.
@@ -69,7 +75,7 @@ test-packages: venv lint ## CI's packages job: lint, the runtime's core and the 
 	$(PYTEST) -n auto --durations=5 vertex-trainer-tools/tests
 	$(PYTEST) -n auto --durations=12 tests --variant=none
 
-test-variant: venv ## CI's job of one variant: its template tests (FRAMEWORK=, PART=image|rest|all)
+test-variant: venv ## CI's job of one variant: its template tests (FRAMEWORK=, PART=all|image|rest|project|tiers)
 	$(PYTEST) -n auto --durations=12 tests --variant=$(FRAMEWORK) $(PART_MARK)
 
 test-runtime: venv ## the runtime's suite; FRAMEWORK=keras|pytorch|xgboost: its framework's tests in a venv of their own

@@ -1,12 +1,16 @@
 """The template CI's matrix runs the whole suite: the packages job and, for every variant, its
-template tests whole or in the two parts (its image tests and the rest) that ``make
-test-variant`` selects. A variant added to cookiecutter.json but not to the matrix fails here."""
+template tests whole or in parts that ``make test-variant PART=`` selects and that together are
+all of them (image + rest, or image + project + tiers). A variant added to cookiecutter.json but
+not to the matrix fails here."""
 
 from __future__ import annotations
 
 import yaml
 
 from conftest import FRAMEWORKS, TEMPLATE
+
+# The PART values of the Makefile that together select all of a variant's tests.
+PARTITIONS = (["all"], ["image", "rest"], ["image", "project", "tiers"])
 
 
 def matrix_commands() -> list[dict[str, str]]:
@@ -27,4 +31,4 @@ def test_the_matrix_runs_the_packages_and_every_variant_whole():
             parts.setdefault(command["FRAMEWORK"], []).append(command.get("PART", "all"))
     assert sorted(parts) == sorted(FRAMEWORKS)
     for framework, framework_parts in parts.items():
-        assert sorted(framework_parts) in (["all"], ["image", "rest"]), framework
+        assert sorted(framework_parts) in PARTITIONS, framework
