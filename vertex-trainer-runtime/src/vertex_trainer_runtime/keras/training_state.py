@@ -1,12 +1,13 @@
-"""Keras training state (weights, optimizer, epoch) saved and restored with complete markers.
+"""The Keras training state (weights, optimizer, where in the epochs) saved and restored with
+complete markers.
 
-YOURS TO CHANGE: what a checkpoint holds, when the training state grows (a new optimizer or
-counter); you should not need to change this file otherwise.
-
-A step is one folder, ``checkpoint-<step>/``; when distributed each task writes its part,
-``<task>-<index>/`` (the runtime's ``keras.task_parts``): a step counts only when every task can
-resume from it. Every task saves and restores at the same moments (batch-norm reads are
-collectives).
+Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``): what a checkpoint holds is
+the model and its optimizer, whatever the trainer builds; their names (``ckpt``, the marker's
+``epochs_done``, ``steps_into_epoch``, ``global_step``, ``precision``) stay as they are, so a
+project resumes from the checkpoints of an older version. A step is one folder,
+``checkpoint-<step>/``; when distributed each task writes its part, ``<task>-<index>/``
+(``task_parts``): a step counts only when every task can resume from it. Every task saves and
+restores at the same moments (batch-norm reads are collectives).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 import tf_keras as keras
+
 from vertex_trainer_runtime import checkpoints, cli, publisher
 from vertex_trainer_runtime.keras import precision, throughput
 from vertex_trainer_runtime.keras.distributed import Consensus
