@@ -14,7 +14,10 @@ import sys
 import pytest
 import yaml
 
-from conftest import BASE_IMAGES, FRAMEWORKS
+from conftest import BASE_IMAGES, FRAMEWORKS, TEMPLATE
+
+# A function the declaration names in the runtime (a framework's run) is found in its source.
+RUNTIME_SOURCE = TEMPLATE / "vertex-trainer-runtime" / "src"
 
 # Run in the baked project: what the declaration says, and whether a framework came with it.
 READ = """
@@ -71,7 +74,8 @@ def test_the_named_functions_are_functions_of_the_baked_trainer(declared):
     project, spec = declared
     for field, reference in spec["functions"].items():
         module, _, name = reference.partition(":")
-        path = project.joinpath(*module.split(".")).with_suffix(".py")
+        root = RUNTIME_SOURCE if module.startswith("vertex_trainer_runtime.") else project
+        path = root.joinpath(*module.split(".")).with_suffix(".py")
         assert path.is_file(), f"{field}: {reference}: no {path.name}"
         tree = ast.parse(path.read_text())
         defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}

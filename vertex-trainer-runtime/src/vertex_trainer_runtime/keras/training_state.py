@@ -102,27 +102,7 @@ class TrainingState:
 
     def restore(self) -> Position:
         """Restore the newest complete checkpoint all tasks have; return where it was taken."""
-        latest = checkpoints.latest_complete(self.root, validate=self._validate)
-        mine = latest.step if latest else 0
-        agreed = self.consensus.minimum(mine)
-        chosen = latest
-        if agreed != mine:
-            # The same validation as for the newest one: a marked but unreadable copy is skipped.
-            chosen = checkpoints.latest_complete(
-                self.root, validate=self._validate, max_step=agreed
-            )
-            if chosen is not None and chosen.step != agreed:
-                chosen = None
-        missing = agreed > 0 and chosen is None
-        if self.consensus.any(missing):
-            logger.warning(
-                "Not every task has a complete checkpoint at step %d; training from scratch",
-                agreed,
-            )
-            agreed, chosen = 0, None
-        # Newer folders (partial ones, or steps other tasks lack) belong to an abandoned run:
-        # left in place, they would shadow the checkpoints this run is about to write.
-        self._discard_after(agreed)
+        chosen = self._agreed_checkpoint()
         if chosen is None:
             logger.info("No complete checkpoint in %s: starting from epoch 1", self.root)
             return Position()
@@ -149,6 +129,32 @@ class TrainingState:
             else "",
         )
         return position
+
+    def _agreed_checkpoint(self) -> checkpoints.Checkpoint | None:
+        """The newest complete checkpoint every task has (None: train from scratch); newer
+        folders are removed."""
+        latest = checkpoints.latest_complete(self.root, validate=self._validate)
+        mine = latest.step if latest else 0
+        agreed = self.consensus.minimum(mine)
+        chosen = latest
+        if agreed != mine:
+            # The same validation as for the newest one: a marked but unreadable copy is skipped.
+            chosen = checkpoints.latest_complete(
+                self.root, validate=self._validate, max_step=agreed
+            )
+            if chosen is not None and chosen.step != agreed:
+                chosen = None
+        missing = agreed > 0 and chosen is None
+        if self.consensus.any(missing):
+            logger.warning(
+                "Not every task has a complete checkpoint at step %d; training from scratch",
+                agreed,
+            )
+            agreed, chosen = 0, None
+        # Newer folders (partial ones, or steps other tasks lack) belong to an abandoned run:
+        # left in place, they would shadow the checkpoints this run is about to write.
+        self._discard_after(agreed)
+        return chosen
 
     def _check_precision(self, path: str, saved_with: str) -> None:
         """Checkpoints carry over between policies (variables are float32), except into
