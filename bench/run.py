@@ -706,12 +706,12 @@ def main() -> int:
     if passed and not args.gpu:
         parser.error(f"unrecognized arguments: {' '.join(passed)}")
     if args.gpu:
-        import gpu  # bench/gpu.py, next to this file
-
+        # bench/gpu.py in a process of its own: it imports this module for its helpers.
         passed += ["--frameworks", args.frameworks] + (["--quick"] if args.quick else [])
         passed += ["--repeats", str(args.repeats)] if args.repeats else []
         passed += [item for pair in args.python for item in ("--python", pair)]
-        return gpu.main(passed + (["--output", args.output] if args.output else []))
+        passed += ["--output", args.output] if args.output else []
+        return subprocess.run([sys.executable, str(BENCH / "gpu.py"), *passed]).returncode
     repeats = args.repeats or (1 if args.quick else 3)
     default_folder = WORK / "quick" if args.quick else BENCH
     output = Path(args.output) if args.output else default_folder / "results.json"

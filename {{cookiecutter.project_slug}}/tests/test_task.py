@@ -12,7 +12,7 @@ NO_MOUNT = "gs://no-such-bucket-mounted-here"
 
 
 def test_every_variant_keeps_the_contract():
-    from trainer import data, model, resume  # noqa: F401 - the same module set
+    from trainer import data, model, train  # noqa: F401 - the same module set
 
     assert spec.run_problems(SPEC) == []
     assert SPEC.description and SPEC.parser().description == SPEC.description

@@ -47,14 +47,17 @@ class RunContext:
     model_dir: OutputDir
     checkpoint_dir: OutputDir
     tensorboard_dir: OutputDir
+    # The declaration run (trainer/spec.py's SPEC): a framework's run calls the user's functions
+    # it names. None where a run is called without one (tests).
+    spec: Any = None
 
     def metric_reporter(self, tag: str, enabled: bool | None = None) -> hptune.MetricReporter:
         """Reports ``tag`` for hyperparameter tuning; by default from the chief only."""
         return hptune.MetricReporter(tag, self.cluster.is_chief if enabled is None else enabled)
 
 
-def build(flags: Any, environ: Mapping[str, str] | None = None) -> RunContext:
-    """The context for a variant's parsed ``Flags`` and the environment."""
+def build(flags: Any, environ: Mapping[str, str] | None = None, spec: Any = None) -> RunContext:
+    """The context for a variant's parsed ``Flags``, the environment and the declaration."""
     # Trainers that write no TensorBoard logs have no cli.TensorBoardFlags section.
     tensorboard = getattr(flags, "tensorboard", None)
     dirs = runtime.resolve_output_dirs(
@@ -69,6 +72,7 @@ def build(flags: Any, environ: Mapping[str, str] | None = None) -> RunContext:
         model_dir=_output_dir(dirs.model_dir),
         checkpoint_dir=_output_dir(dirs.checkpoint_dir),
         tensorboard_dir=_output_dir(dirs.tensorboard_dir),
+        spec=spec,
     )
     ledger.open_for(ctx.checkpoint_dir.path, ctx.cluster, environ)  # beside the checkpoints
     return ctx

@@ -22,6 +22,8 @@ from vertex_trainer_runtime import cli
 
 GOALS = ("maximize", "minimize")  # hpt.metric.goal, lower case
 FUNCTIONS = ("run", "make_data", "make_model", "evaluate", "export")  # the named functions
+# Named where a framework's run calls them (None: not declared).
+OPTIONAL_FUNCTIONS = ("training_arguments", "tokenize", "worker_flags")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +45,14 @@ class TrainerSpec:
     # The metric when it follows the flags (XGBoost: --objective, --eval-metric): parsed flags
     # -> (metric id, goal); None: always (metric, goal).
     metric_for: Callable[[Any], tuple[str, str]] | None = None
+    # Further "module:function" names a framework's run calls where it has them (None: none).
+    # PyTorch: (flags, output dir) -> transformers' TrainingArguments
+    training_arguments: str | None = None
+    # PyTorch: (flags, make_data's data, tokenizer) -> the (train, eval) sets the model takes
+    tokenize: str | None = None
+    # PyTorch: (flags, make_data's data, node's work dir) -> flags added to the torchrun
+    # workers' command line, after what the node prepared for them before they start
+    worker_flags: str | None = None
 
     def __post_init__(self):
         # Resolved now, while the declaring modules are importable: the tools drop them from
@@ -66,8 +76,12 @@ class TrainerSpec:
         return self.metric_for(self.parse(list(argv)))
 
     def function(self, name: str) -> Callable:
-        """One of :data:`FUNCTIONS`, imported (with the framework, for most)."""
-        return resolve(getattr(self, name))
+        """One of :data:`FUNCTIONS` or :data:`OPTIONAL_FUNCTIONS`, imported (with the framework, for
+        most); a ``LookupError`` for an optional one the declaration leaves out."""
+        reference = getattr(self, name)
+        if reference is None:
+            raise LookupError(f"trainer/spec.py declares no {name}")
+        return resolve(reference)
 
 
 def resolve(reference: str) -> Callable:
@@ -91,7 +105,9 @@ def problems(spec: Any) -> list[str]:
             found.append(f"trainer/spec.py: flags.{name} is not a frozen dataclass")
     if spec.goal not in GOALS:
         found.append(f"trainer/spec.py: goal {spec.goal!r} is not one of {', '.join(GOALS)}")
-    for name in FUNCTIONS:
+    for name in FUNCTIONS + OPTIONAL_FUNCTIONS:
+        if name in OPTIONAL_FUNCTIONS and getattr(spec, name) is None:
+            continue
         module, colon, function = getattr(spec, name).partition(":")
         if not (colon and module and function.isidentifier()):
             found.append(f"trainer/spec.py: {name} is not 'module:function'")

@@ -26,7 +26,7 @@ def main(spec: TrainerSpec, argv: Sequence[str] | None = None) -> int:
     parsed = spec.parse(argv)
     run = spec.function("run")  # imports the framework
     try:
-        return run(parsed, context.build(parsed)) or 0
+        return run(parsed, context.build(parsed, spec=spec)) or 0
     except cli.InputError as error:
         # Bad input: one clear line, non-zero exit, nothing half-written to the model dir.
         print(f"ERROR: {error}", file=sys.stderr)

@@ -25,6 +25,7 @@ from vertex_trainer_runtime.torch import preemption_hook
 
 logger = logging.getLogger(__name__)
 
+KEEP_CHECKPOINTS = 2  # never fewer than 2: a corrupt newest one still leaves one to resume from
 TRAINER_STATE = "trainer_state.json"
 REQUIRED = ("optimizer.pt", "scheduler.pt")
 RNG_STATES = "rng_state_*.pth"  # one per rank (rng_state.pth when a single process trains)

@@ -129,6 +129,11 @@ def describe(spec: str | None) -> str:
     return IMDB if spec is None else spec
 
 
+def make_data(flags) -> RawData:
+    """The run's data (``SPEC.make_data``): both splits of the flags, checked."""
+    return load_raw(flags.shared, flags.data)
+
+
 def load_raw(shared: cli.SharedFlags, section: Data) -> RawData:
     """Load and check both splits; raises ``cli.InputError`` for anything wrong with them."""
     text, label, seed = section.text_column, section.label_column, shared.seed
@@ -190,6 +195,11 @@ def _limit(dataset: datasets.Dataset, count: int, seed: int) -> datasets.Dataset
     if count and count < len(dataset):
         return dataset.shuffle(seed=seed).select(range(count))
     return dataset
+
+
+def tokenize_for(flags, raw: RawData, tokenizer):
+    """``SPEC.tokenize``: the (train, eval) sets as ``--max-seq-length`` and padding say."""
+    return tokenize(raw, tokenizer, flags.data.max_seq_length, flags.data.pad_to_max_length)
 
 
 def tokenize(raw: RawData, tokenizer, max_length: int, pad_to_max_length: bool = False):

@@ -20,6 +20,7 @@ from vertex_trainer_runtime import checkpoints, cli, runtime
 logger = logging.getLogger(__name__)
 
 SCRATCH = "scratch"
+SCRATCH_MODEL = "scratch-model"  # the folder of --model-name-or-path=scratch in the work dir
 
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -106,6 +107,33 @@ def build_scratch(
     return folder
 
 
+def make_model(flags, raw, work_dir: str, first: bool):
+    """``SPEC.make_model``: (model, tokenizer) of ``--model-name-or-path``; for ``scratch`` (one
+    process, or the user's own torchrun) the node's ``first`` process builds it in ``work_dir``."""
+    model_path = flags.model.model_name_or_path
+    if model_path == SCRATCH:
+        model_path = os.path.join(work_dir, SCRATCH_MODEL)
+        if first:
+            _build_scratch(flags, raw, model_path)
+    tokenizer = load_tokenizer(model_path)  # first: a wrong path says "tokenizer", as before
+    return load_model(model_path, raw.label_names), tokenizer
+
+
+def worker_flags(flags, raw, work_dir: str) -> list[str]:
+    """``SPEC.worker_flags``: for ``scratch``, the model every node builds once, in its work dir,
+    before its torchrun workers start (the same model on every node)."""
+    if flags.model.model_name_or_path != SCRATCH:
+        return []
+    path = _build_scratch(flags, raw, os.path.join(work_dir, SCRATCH_MODEL))
+    return [f"--model-name-or-path={path}"]
+
+
+def _build_scratch(flags, raw, folder: str) -> str:
+    texts = raw.train[raw.text_column]
+    max_length = max(512, flags.data.max_seq_length)
+    return build_scratch(texts, folder, max_length=max_length, seed=flags.shared.seed)
+
+
 def resolve(name_or_path: str) -> str:
     """A folder path for ``gs://`` and ``/gcs/`` values; Hub ids are returned unchanged."""
     if runtime.is_gcs_uri(name_or_path) or name_or_path.startswith(runtime.FUSE_ROOT):
@@ -187,15 +215,15 @@ def _log_loading(name_or_path: str, info: dict) -> None:
         logger.info("Not used from %s: %s", name_or_path, _modules(unused))
 
 
-def export(model, tokenizer, model_dir: str, staging: str, max_length: int | None = None) -> None:
-    """``save_pretrained`` locally, then copy file by file into the local path ``model_dir``.
+def export(flags, model, tokenizer, model_dir: str, staging: str) -> None:
+    """``SPEC.export``: ``save_pretrained`` in ``staging``, then copy file by file into the local
+    path ``model_dir`` (rank 0 only).
 
-    ``max_length``: the truncation used in training and evaluation, kept as the tokenizer's
-    ``model_max_length`` so that predictions truncate the way the reported metric did.
+    ``--max-seq-length``, the truncation used in training and evaluation, is kept as the
+    tokenizer's ``model_max_length`` so that predictions truncate the way the reported metric did.
     """
     shutil.rmtree(staging, ignore_errors=True)
-    if max_length:
-        tokenizer.model_max_length = max_length
+    tokenizer.model_max_length = flags.data.max_seq_length
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     checkpoints.copy_files(staging, model_dir)

@@ -24,9 +24,13 @@ SPEC = TrainerSpec(
     # DDP all-reduces gradients with NCCL on GPUs; the reducers are not ranks (distributed.py).
     no_reduction_server=None,
     export_file="config.json",  # save_pretrained's folder
-    run="trainer.train:run",
-    make_data="trainer.data:load_raw",
-    make_model="trainer.model:load_model",
+    # The run in its fixed order is the runtime's; it calls the functions named below.
+    run="vertex_trainer_runtime.torch.run:run",
+    make_data="trainer.data:make_data",
+    make_model="trainer.model:make_model",
     evaluate="trainer.train:compute_metrics",
     export="trainer.model:export",
+    training_arguments="trainer.train:training_arguments",
+    tokenize="trainer.data:tokenize_for",
+    worker_flags="trainer.model:worker_flags",
 )

@@ -193,7 +193,7 @@ def test_eval_data_errors_name_the_eval_source(tmp_path):
 
 
 def prepare(train: str, evaluation: str, kind: str):
-    """What ``train.run`` does with the data before the first boosting round."""
+    """What ``train.prepare`` does with the data before the first boosting round."""
     train_frame = data.read(train, "train", label_column="y", kind=kind)
     eval_frame = data.read(evaluation, "eval", label_column="y", kind=kind)
     schema = schemas.load_schema(train_frame, "y", kind, train)

@@ -27,11 +27,10 @@ from conftest import (
     trainer_env,
 )
 from vertex_trainer_runtime import checkpoints, preemption
+from vertex_trainer_runtime.xgboost import resume
 from vertex_trainer_tools.testing import DRILL_STEP_SECONDS_ENV, kill, read_metrics
 from vertex_trainer_tools.trainer_runs import run_in_process, start_trainer
 from vertex_trainer_tools.trainer_runs import without_vertex_variables as without_vertex
-
-from trainer import resume
 
 
 def _complete(root) -> list[int]:
@@ -131,13 +130,6 @@ def test_a_run_rerun_with_more_rounds_ends_with_the_uninterrupted_runs_trees(
     resumed_trees = resumed.get_dump(with_stats=True)
     assert len(resumed_trees) == (best + 1 if early_stopping else rounds)
     assert resumed_trees == reference.get_dump(with_stats=True)
-
-
-def test_round_seeds_depend_on_seed_and_round_only():
-    seeds = {(s, r): resume.round_seed(s, r) for s in (41, 42) for r in range(50)}
-    assert len(set(seeds.values())) == len(seeds)  # neighbouring seeds share no round seed
-    assert resume.round_seed(42, 7) == seeds[(42, 7)]
-    assert all(0 <= value < 2**31 for value in seeds.values())
 
 
 def test_time_based_checkpoints(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import xgboost as xgb
 from conftest import FAST, check_ok
 from vertex_trainer_tools.trainer_runs import run_in_process
 
-from trainer import model, resume
+from trainer import model
 
 # The booster's methods that read the model or the device, beyond the round count.
 WATCHED = ["predict", "inplace_predict", "eval_set", "save_raw", "save_model", "save_config"]
@@ -86,11 +86,3 @@ def test_default_checkpoints_are_every_50_rounds_on_the_cpu_and_by_time_on_a_gpu
     check_ok(result)
     assert [r for name, r, _ in calls if name == "save_raw"] == saved
     assert ("On the GPU: a checkpoint every 10 minutes" in result.stderr) == (device == "cuda")
-
-
-def test_gpu_checkpoint_cadence_keeps_a_chosen_one():
-    default = resume.rounds_between_checkpoints
-    assert default(50, 10, "cuda") == 0  # the default: by time only
-    assert default(50, 10, "cpu") == 50
-    assert default(20, 10, "cuda") == 20  # chosen: kept
-    assert default(50, 0, "cuda") == 50  # no time-based checkpoints: rounds still bound the loss

@@ -158,3 +158,15 @@ def synthetic(spec: str, role: str, *, label_column: str, kind: str, seed: int) 
 def split_held_out(frame: pd.DataFrame, held_out: np.ndarray):
     """(training rows, held-out eval rows) of ``frame``, for runs without ``--eval-data``."""
     return frame[~held_out].reset_index(drop=True), frame[held_out].reset_index(drop=True)
+
+
+def evaluation_rows(frame: pd.DataFrame, group) -> pd.DataFrame:
+    """The eval rows of all replicas, on every replica (rank order).
+
+    XGBoost's distributed AUC/AUCPR is a mean of each replica's own area weighted by its
+    positive x negative pairs (src/metric/auc.cc), not the eval set's: skewed when the replicas'
+    eval rows differ. With the same rows everywhere it is exact, as is every summed metric.
+    """
+    if not group.distributed:
+        return frame
+    return pd.concat(group.allgather(frame), ignore_index=True)

@@ -1,5 +1,6 @@
-"""YOURS TO CHANGE: the booster: its parameters (``params``), device, metric reports during
-training, evaluation and the ``model.bst`` export. Checkpoints: ``resume.py``.
+"""YOURS TO CHANGE: the booster: its parameters (``params``), device, evaluation and the
+``model.bst`` export. The runtime reports the metric during training and checkpoints the booster
+(``vertex_trainer_runtime.xgboost``: ``rounds``, ``resume``).
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ import os
 import tempfile
 
 import xgboost as xgb
-from vertex_trainer_runtime import checkpoints, hptune, runtime, tracking
+from vertex_trainer_runtime import checkpoints, runtime
 from vertex_trainer_runtime.cli import InputError
-from vertex_trainer_runtime.xgboost import throughput
-from xgboost.callback import TrainingCallback
 
 from trainer.flags import Model
 from trainer.spec import SPEC
@@ -88,74 +87,9 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-class MetricReporter(TrainingCallback):
-    """Log the eval metric and report it for hyperparameter tuning (and to the Experiment run)
-    every ``every`` rounds, with the training speed of those rounds (``throughput``).
-
-    Without early stopping, XGBoost is not given the eval set (scoring it after every round
-    costs about 12% of training time); the metric is computed here, every ``every`` rounds,
-    from XGBoost's prediction cache of ``data`` (kept per matrix, in ``evals`` or not): each
-    report predicts only the rounds added since the last one. Other rounds read nothing.
-    """
-
-    def __init__(
-        self,
-        reporter: hptune.MetricReporter,
-        data: xgb.DMatrix,
-        data_name: str,
-        every: int,
-        total: int,
-        tracker: tracking.Tracker,
-        speed: throughput.Throughput,
-    ):
-        super().__init__()
-        self.reporter = reporter
-        self.tracker = tracker
-        self.data = data
-        self.data_name = data_name
-        self.every = every
-        self.total = total
-        self.speed = speed
-
-    def before_training(self, model):
-        self.speed.start(model.num_boosted_rounds())
-        return model
-
-    def after_iteration(self, model, epoch, evals_log) -> bool:
-        rounds = model.num_boosted_rounds()
-        if self.every and rounds % self.every == 0:
-            logged = evals_log.get(self.data_name, {}).get(self.reporter.tag)
-            if logged:
-                value = logged[-1][0] if isinstance(logged[-1], tuple) else logged[-1]
-            else:
-                with self.speed.timing("evaluation"):
-                    value = evaluate(model, self.data, self.data_name, self.reporter.tag)
-            first = self.speed.mark[1] + 1
-            figures = self.speed.interval(rounds)
-            tag = f"{self.data_name}-{self.reporter.tag}"
-            logger.info("round %d/%d: %s=%.6g", rounds, self.total, tag, value)
-            self.reporter.report(value, rounds)
-            if self.reporter.enabled:  # the chief's speed
-                throughput.log_interval(first, rounds, figures)
-            self.tracker.log_evaluation({self.reporter.tag: value, **figures}, rounds)
-        return False
-
-
-def configure(booster: xgb.Booster, params: dict) -> xgb.Booster:
-    """Apply training ``params`` to a loaded or sliced booster (lists: repeated keys)."""
-    items = []
-    for key, value in params.items():
-        if isinstance(value, list):
-            items.extend((key, item) for item in value)
-        else:
-            items.append((key, value))
-    booster.set_param(items)
-    return booster
-
-
 def evaluate(booster: xgb.Booster, data: xgb.DMatrix, name: str, metric: str) -> float:
     """``metric`` of ``booster`` on ``data``; a collective call when distributed (every replica
-    holds all eval rows, so XGBoost's all-reduced value is exact: train.evaluation_rows).
+    holds all eval rows, so XGBoost's all-reduced value is exact: data.evaluation_rows).
     ``eval_set`` adds to ``data``'s cached predictions the trees not yet in them."""
     text = booster.eval_set([(data, name)], iteration=booster.num_boosted_rounds() - 1)
     for item in text.split()[1:]:

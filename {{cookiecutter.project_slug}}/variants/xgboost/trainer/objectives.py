@@ -66,3 +66,14 @@ def tuning_metric(objective_flag: str, eval_metric: str | None = None) -> tuple[
     """(metric id, goal) the trainer reports for these ``--objective``/``--eval-metric`` values."""
     name = metrics(eval_metric, objective(objective_flag).kind)[-1]
     return name, metric_goal(name)
+
+
+def check_metric_defined(metric: str, labels, source: str, classes: list | None) -> None:
+    """AUC of eval rows that all have one class is undefined (XGBoost reports NaN, which a
+    tuning trial cannot use): stop before training instead."""
+    if metric.partition("@")[0] in ("auc", "aucpr") and len(set(labels.tolist())) < 2:
+        only = classes[int(labels[0])] if classes else labels[0]
+        raise InputError(
+            f"{source}: the label column has one class ({only!r}) in all eval rows, so "
+            f"{metric} is undefined (e.g. eval rows of both classes)"
+        )

@@ -35,9 +35,10 @@ SPEC = TrainerSpec(
         "this image has no plugin: the reducers would be paid for and idle; remove it"
     ),
     export_file="model.bst",  # the booster, as Vertex's prebuilt XGBoost image loads it
-    run="trainer.train:run",
-    make_data="trainer.train:read_rows",
-    make_model="trainer.train:boost",
+    # The runtime's fixed order of an XGBoost run, which calls the trainer's functions below.
+    run="vertex_trainer_runtime.xgboost.run:run",
+    make_data="trainer.train:read_rows",  # this replica's rows
+    make_model="trainer.train:prepare",  # the matrices and the booster's parameters
     evaluate="trainer.model:evaluate",
-    export="trainer.model:export",
+    export="trainer.train:export",  # model.bst and its metadata
 )

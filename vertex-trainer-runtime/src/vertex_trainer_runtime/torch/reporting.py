@@ -1,5 +1,5 @@
-"""YOURS TO CHANGE: what is logged: eval accuracy to hyperparameter tuning, eval metrics to the
-Experiment run, progress to the log, TensorBoard.
+"""What a PyTorch run logs: the tuning metric to hyperparameter tuning, eval metrics to the
+Experiment run, progress to the log, TensorBoard and the goodput.
 
 :func:`report_final_model` makes the last value reported for tuning the exported model's.
 """
@@ -9,10 +9,9 @@ from __future__ import annotations
 import logging
 
 from transformers import Trainer, TrainerCallback
+
 from vertex_trainer_runtime import cli, hptune, ledger, tracking
 from vertex_trainer_runtime.context import OutputDir
-
-from trainer.spec import SPEC
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +113,7 @@ def report_final_model(trainer: Trainer, report: ReportMetric) -> None:
     The decision uses the log history, the same on every rank, since evaluating is collective.
     """
     step = trainer.state.global_step
-    key = f"eval_{SPEC.metric}"
+    key = f"eval_{report.reporter.tag}"
     values = [e[key] for e in trainer.state.log_history if key in e and e.get("step") == step]
     if not values:  # the last step was not an evaluation step: measure the final model
         trainer.evaluate()
