@@ -8,7 +8,8 @@ precision policy, the restore of the training state, the watchdog, the callbacks
 required order, the epochs (the rest of an interrupted one first), the last measurement, the
 export on every task (a collective) kept on the chief.
 
-What is the user's, the project's declaration (``SPEC`` of ``trainer/spec.py``) names:
+What is the user's, the project's declaration (``ctx.spec``: ``SPEC`` of ``trainer/spec.py``)
+names:
 ``make_data(flags, chief_first)`` -> the train and eval ``sources.Source``,
 ``make_model(flags, train_source)`` -> a compiled model, ``evaluate(model)`` ->
 ``evaluate(dataset, stop)`` -> results with ``loss`` and the metric (None once ``stop()``),
@@ -50,12 +51,10 @@ from vertex_trainer_runtime.keras.task_parts import Tasks
 
 logger = logging.getLogger(__name__)
 
-DECLARATION = "trainer.spec:SPEC"  # the project's TrainerSpec, as trainer/task.py hands it over
-
 
 def run(flags: Any, ctx: RunContext) -> int:
     """Train ``--epochs`` epochs from the newest complete checkpoint, evaluate each, export."""
-    return run_declared(spec.resolve(DECLARATION), flags, ctx)
+    return run_declared(ctx.spec, flags, ctx)
 
 
 @dataclass
