@@ -21,7 +21,6 @@ names:
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shutil
 import tempfile
@@ -130,7 +129,7 @@ def _restore(job: _Job, model, checkpoint_dir: str, policy: str):
         timings=job.timings,
     )
     position = state.restore()
-    _use_learning_rate(model.optimizer, job.flags.training.learning_rate)
+    training_state.use_learning_rate(model.optimizer, job.flags.training.learning_rate)
     return state, position
 
 
@@ -281,16 +280,6 @@ def _log_late_notice(notice: preemption.Notice) -> None:
             "exporting",
             notice.seconds_since() or 0.0,
         )
-
-
-def _use_learning_rate(optimizer, learning_rate: float) -> None:
-    """--learning-rate wins over the value a restored checkpoint brought back."""
-    restored = float(optimizer.learning_rate.numpy())
-    if not math.isclose(restored, learning_rate, rel_tol=1e-6):
-        logger.info(
-            "Learning rate %g (--learning-rate), not the checkpoint's %g", learning_rate, restored
-        )
-    optimizer.learning_rate.assign(learning_rate)
 
 
 def export_on_every_task(export, model, train_source, model_dir: str, cluster) -> None:

@@ -13,6 +13,7 @@ restores at the same moments (batch-norm reads are collectives).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -176,3 +177,13 @@ class TrainingState:
             if checkpoint.step > step:
                 logger.info("Removing %s: newer than the resume point", checkpoint.path)
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
+
+
+def use_learning_rate(optimizer, learning_rate: float) -> None:
+    """--learning-rate wins over the value a restored checkpoint brought back."""
+    restored = float(optimizer.learning_rate.numpy())
+    if not math.isclose(restored, learning_rate, rel_tol=1e-6):
+        logger.info(
+            "Learning rate %g (--learning-rate), not the checkpoint's %g", learning_rate, restored
+        )
+    optimizer.learning_rate.assign(learning_rate)
