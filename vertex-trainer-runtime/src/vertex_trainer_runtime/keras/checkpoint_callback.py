@@ -1,8 +1,8 @@
 """When training saves a checkpoint (epoch ends, ``--checkpoint-minutes``, a SIGTERM), agreed by
 every task, and the watchdog that ends a replica still running well after its SIGTERM.
 
-Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``). What a checkpoint is, the
-trainer decides (its ``trainer/resume.py``): it hands this module a ``TrainingState``.
+Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``). What a checkpoint is, is
+``training_state.TrainingState``'s (``run`` hands it here).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import CLASSES, PROJECT, TINY, reported_epochs, run_tasks
-from vertex_trainer_runtime.keras import passes
+from vertex_trainer_runtime.keras import passes, sources
 
 from trainer import data, tfds_data
 
@@ -38,7 +38,7 @@ def test_split_and_shards(image_folders):
         (int(label), float(tf.reduce_sum(data.decode_image(tf.io.read_file(path), 16))))
         for path, label in eval_source.shard(everything).as_numpy_iterator()
     )
-    batches = list(data.eval_dataset(eval_source, 4))
+    batches = list(sources.eval_dataset(eval_source, 4))
     assert [int(labels.shape[0]) for _, labels in batches] == [4, 4, 4, 3]
     seen = sorted(
         (int(label), float(tf.reduce_sum(image)))

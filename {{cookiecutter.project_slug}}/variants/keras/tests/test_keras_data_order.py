@@ -13,18 +13,17 @@ import pytest
 import tensorflow as tf
 from conftest import PROJECT, TINY, reported_epochs, run_tasks, subprocess_env
 from vertex_trainer_runtime import checkpoints
+from vertex_trainer_runtime.keras import training_state
 from vertex_trainer_tools.trainer_runs import run_replicas
-
-from trainer import resume
 
 SITECUSTOMIZE = '''
 """Test hook of test_keras_data_order.py: end the process right after the checkpoint of a step,
 as a preemption would, on every task."""
 import os
 
-from trainer import resume
+from vertex_trainer_runtime.keras import training_state
 
-_save = resume.TrainingState.save
+_save = training_state.TrainingState.save
 
 
 def _save_then_stop(self, epochs_done, steps_into_epoch=0):
@@ -34,7 +33,7 @@ def _save_then_stop(self, epochs_done, steps_into_epoch=0):
         os._exit(137)
 
 
-resume.TrainingState.save = _save_then_stop
+training_state.TrainingState.save = _save_then_stop
 '''
 
 EXAMPLES, BATCH, EPOCHS = 501, 8, 2  # stopped in epoch 2, the last: resumed, it ends it
@@ -54,7 +53,7 @@ NOISE = (
 def _final_weights(root, part: str = "") -> dict[str, np.ndarray]:
     """The model's variables in the newest checkpoint under ``root`` (a task's ``part`` of it)."""
     latest = checkpoints.latest_complete(str(root))
-    prefix = os.path.join(latest.path, part, resume.FILE_PREFIX)
+    prefix = os.path.join(latest.path, part, training_state.FILE_PREFIX)
     reader = tf.train.load_checkpoint(prefix)
     names = [name for name, _ in tf.train.list_variables(prefix)]
     return {name: reader.get_tensor(name) for name in names if name.startswith("model/")}

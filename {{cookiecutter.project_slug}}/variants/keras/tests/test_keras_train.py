@@ -17,10 +17,12 @@ import tf_keras as keras
 import yaml
 from conftest import PROJECT, TINY, subprocess_env, train
 from vertex_trainer_runtime import checkpoints
+from vertex_trainer_runtime.keras import run
 from vertex_trainer_tools.testing import read_metrics
 
 from trainer import model as models
 from trainer.flags import Model
+from trainer.train import export as export_model
 
 SMALL_CNN = Model(model="small-cnn", weights="none")
 
@@ -158,7 +160,8 @@ def test_savedmodel_answers_vertex_requests_as_the_keras_model(
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     caplog.set_level(logging.INFO)
     worker = SimpleNamespace(is_chief=False, task_type="worker", index=0)
-    models.export_on_every_task(classifier, classes, 16, str(tmp_path / "no-model"), worker)
+    source = SimpleNamespace(class_names=classes)
+    run.export_on_every_task(export_model, classifier, source, str(tmp_path / "no-model"), worker)
     assert f"copy of the model to {scratch}/keras-worker-0-model-" in caplog.text
     assert list(scratch.iterdir()) == [] and not (tmp_path / "no-model").exists()
 

@@ -1,52 +1,29 @@
 """The input data: synthetic images, an image folder, or a TFDS dataset (tfds_data.py).
 
-YOURS TO CHANGE: add a source or change the decoding. Every source yields float32
-``[size, size, 3]`` pixels in 0..255 (the exported model takes the same) and an int32 label; each
-worker reads only its shard, and training order is fixed by the seed and pass (the runtime's
-``vertex_trainer_runtime.keras.passes``).
+YOURS TO CHANGE: add a source or change the decoding. Every source (the runtime's
+``vertex_trainer_runtime.keras.sources.Source``) yields float32 ``[size, size, 3]`` pixels in
+0..255 (the exported model takes the same) and an int32 label; each worker reads only its shard,
+and training order is fixed by the seed and pass (the runtime's ``keras.passes``).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import tensorflow as tf
 from vertex_trainer_runtime import cli, runtime
 from vertex_trainer_runtime.keras import image_checks
+from vertex_trainer_runtime.keras.sources import Source, run_here
 
+from trainer import tfds_data
 from trainer.flags import Data
+from trainer.tfds_data import TFDS_PREFIX
 
 SYNTHETIC = "synthetic"
-TFDS_PREFIX = "tfds:"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
-# Keys (file names, indices) are small, so the shuffle buffer can be large; decoded TFDS
-# records are not, so theirs is smaller (tfds_data.TFDS_SHUFFLE_BUFFER).
-SHUFFLE_BUFFER = 100_000
 # Fixed, so train and eval synthetic sets share class colours whatever --seed is.
 _SYNTHETIC_COLOUR_SEED = 20_241_121
-
-
-@dataclass(frozen=True)
-class Source:
-    """A labelled image set: ``shard(context)`` yields cheap keys (file names, indices),
-    ``load`` turns one into ``(image, label)`` after sharding and shuffling."""
-
-    description: str
-    class_names: tuple[str, ...]
-    size: int
-    shard: Callable[[tf.distribute.InputContext], tf.data.Dataset]
-    load: Callable
-    shuffle_buffer: int = SHUFFLE_BUFFER
-    # The image files (an image folder's; none for synthetic and TFDS data) and the flag that
-    # named them: image_checks.name_the_unreadable_image names a file that fails to decode.
-    files: tuple[str, ...] = ()
-    flag: str = "--train-data"
-
-    @property
-    def num_classes(self) -> int:
-        return len(self.class_names)
 
 
 def synthetic(size: int, num_classes: int, image_size: int, seed: int, name: str) -> Source:
@@ -189,11 +166,6 @@ def _eval_folder(eval_path: str, index: dict[str, int]) -> list[tuple[str, int]]
     return held_out
 
 
-def run_here(action: Callable):
-    """The ``chief_first`` of a single task: just run ``action``, return its result."""
-    return action()
-
-
 def sources(
     shared: cli.SharedFlags, config: Data, image_size: int, chief_first: Callable = run_here
 ) -> tuple[Source, Source]:
@@ -201,9 +173,6 @@ def sources(
     train_data, eval_data, seed = shared.train_data or SYNTHETIC, shared.eval_data, shared.seed
     validation_split = config.validation_split
     if train_data.startswith(TFDS_PREFIX):
-        # Imported here, not at the top: tfds_data builds its sources on this module's Source.
-        from trainer import tfds_data
-
         return tfds_data.tfds_sources(
             train_data,
             eval_data,
@@ -222,12 +191,3 @@ def sources(
     if eval_data in (None, SYNTHETIC):
         return train, synthetic(max(1, examples // 4), classes, image_size, seed + 1, "eval")
     raise cli.InputError(f"--eval-data {eval_data}: with --train-data synthetic use synthetic")
-
-
-def eval_dataset(source: Source, batch: int) -> tf.data.Dataset:
-    """Every eval example exactly once, in batches of ``batch``: one task evaluates the whole set,
-    so the accuracy depends on neither the batch size nor the number of workers."""
-    images = source.shard(tf.distribute.InputContext()).map(
-        source.load, num_parallel_calls=tf.data.AUTOTUNE
-    )
-    return images.batch(batch).prefetch(tf.data.AUTOTUNE)

@@ -1,9 +1,9 @@
 """The flags of ``python -m trainer.task``: typed sections, parsed once by ``cli.parse``.
 
 YOURS TO CHANGE: a new flag is one field in a section below and its use where the section is
-read (``train.run`` hands each function the section it needs). Framework-free: ``trainer/spec.py``
-declares these flags, and the tools (``make check``, ``make submit-hpt``, ``local-run``) read
-them from there.
+read (``trainer/train.py`` hands data and model the sections they need; the runtime's run reads
+``shared``, ``training`` and ``speed``). Framework-free: ``trainer/spec.py`` declares these
+flags, and the tools (``make check``, ``make submit-hpt``, ``local-run``) read them from there.
 """
 
 from __future__ import annotations

@@ -7,9 +7,6 @@ YOURS TO CHANGE: the network, the optimizer, the SavedModel's signatures. tf-ker
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 
 import tensorflow as tf
@@ -129,7 +126,7 @@ def evaluator(model: keras.Model) -> Callable[[tf.data.Dataset], dict[str, float
             loss += float(batch_loss)
             correct += int(batch_correct)
             count += int(batch_count)
-        count = max(count, 1)  # train.run refuses an empty eval set
+        count = max(count, 1)  # the run refuses an empty eval set
         return {"loss": loss / count, SPEC.metric: correct / count}
 
     return evaluate
@@ -169,19 +166,3 @@ def export(model: keras.Model, class_names: tuple[str, ...], image_size: int, pa
     tf.saved_model.save(
         module, path, signatures={"serving_default": serve, "serving_bytes": serve_bytes}
     )
-
-
-def export_on_every_task(classifier, class_names, image_size: int, model_dir: str, cluster) -> None:
-    """Every task exports (a collective under MWMS); only the chief's copy is kept."""
-    if cluster.is_chief:
-        export(classifier, class_names, image_size, model_dir)
-        logger.info("SavedModel written to %s", model_dir)
-        return
-    scratch = tempfile.mkdtemp(prefix=f"keras-{cluster.task_type}-{cluster.index}-model-")
-    logger.info(
-        "Exporting the %s copy of the model to %s (then removing it)", cluster.task_type, scratch
-    )
-    try:
-        export(classifier, class_names, image_size, os.path.join(scratch, "model"))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)

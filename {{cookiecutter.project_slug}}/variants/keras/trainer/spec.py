@@ -21,9 +21,10 @@ SPEC = TrainerSpec(
     # MultiWorkerMirroredStrategy all-reduces with NCCL when a Reduction Server is there.
     no_reduction_server=None,
     export_file="saved_model.pb",  # the SavedModel's graph
-    run="trainer.train:run",
-    make_data="trainer.data:sources",
-    make_model="trainer.model:build",
+    # The run in its fixed order is the runtime's; it calls this trainer's functions below.
+    run="vertex_trainer_runtime.keras.run:run",
+    make_data="trainer.train:make_data",
+    make_model="trainer.train:make_model",
     evaluate="trainer.model:evaluator",
-    export="trainer.model:export",
+    export="trainer.train:export",
 )

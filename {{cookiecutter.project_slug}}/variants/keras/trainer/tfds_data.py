@@ -1,10 +1,10 @@
 """TensorFlow Datasets sources: ``--train-data``/``--eval-data`` ``tfds:<name>[:<split>]``.
 
-YOURS TO CHANGE: which features of a TFDS dataset are the image and the label, for a dataset
-that names them otherwise; you should not need to change this file otherwise.
+YOURS TO CHANGE: which features of a TFDS dataset are the image and the label (a dataset that
+names them otherwise), which split evaluates, how an image is resized.
 
 The chief prepares a dataset once (the others wait), each worker reads its part of a split with
-``tfds.even_splits``; imported only when used.
+``tfds.even_splits``; ``tensorflow_datasets`` is imported only when used.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import tensorflow as tf
 from vertex_trainer_runtime import cli
+from vertex_trainer_runtime.keras.sources import Source, run_here
 
-from trainer.data import TFDS_PREFIX, Source, run_here
-
-# Decoded records, not small keys (data.SHUFFLE_BUFFER): TFDS also shuffles its files.
+TFDS_PREFIX = "tfds:"
+# Decoded records, not small keys (sources.SHUFFLE_BUFFER): TFDS also shuffles its files.
 TFDS_SHUFFLE_BUFFER = 1_000
 
 

@@ -1,17 +1,19 @@
-"""Keras training state (weights, optimizer, epoch) saved and restored with complete markers.
+"""The Keras training state (weights, optimizer, where in the epochs) saved and restored with
+complete markers.
 
-YOURS TO CHANGE: what a checkpoint holds, when the training state grows (a new optimizer or
-counter); you should not need to change this file otherwise.
-
-A step is one folder, ``checkpoint-<step>/``; when distributed each task writes its part,
-``<task>-<index>/`` (the runtime's ``keras.task_parts``): a step counts only when every task can
-resume from it. Every task saves and restores at the same moments (batch-norm reads are
-collectives).
+Part of vertex-trainer-runtime (``vertex_trainer_runtime.keras``): what a checkpoint holds is
+the model and its optimizer, whatever the trainer builds; their names (``ckpt``, the marker's
+``epochs_done``, ``steps_into_epoch``, ``global_step``, ``precision``) stay as they are, so a
+project resumes from the checkpoints of an older version. A step is one folder,
+``checkpoint-<step>/``; when distributed each task writes its part, ``<task>-<index>/``
+(``task_parts``): a step counts only when every task can resume from it. Every task saves and
+restores at the same moments (batch-norm reads are collectives).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 import tf_keras as keras
+
 from vertex_trainer_runtime import checkpoints, cli, publisher
 from vertex_trainer_runtime.keras import precision, throughput
 from vertex_trainer_runtime.keras.distributed import Consensus
@@ -100,27 +103,7 @@ class TrainingState:
 
     def restore(self) -> Position:
         """Restore the newest complete checkpoint all tasks have; return where it was taken."""
-        latest = checkpoints.latest_complete(self.root, validate=self._validate)
-        mine = latest.step if latest else 0
-        agreed = self.consensus.minimum(mine)
-        chosen = latest
-        if agreed != mine:
-            # The same validation as for the newest one: a marked but unreadable copy is skipped.
-            chosen = checkpoints.latest_complete(
-                self.root, validate=self._validate, max_step=agreed
-            )
-            if chosen is not None and chosen.step != agreed:
-                chosen = None
-        missing = agreed > 0 and chosen is None
-        if self.consensus.any(missing):
-            logger.warning(
-                "Not every task has a complete checkpoint at step %d; training from scratch",
-                agreed,
-            )
-            agreed, chosen = 0, None
-        # Newer folders (partial ones, or steps other tasks lack) belong to an abandoned run:
-        # left in place, they would shadow the checkpoints this run is about to write.
-        self._discard_after(agreed)
+        chosen = self._agreed_checkpoint()
         if chosen is None:
             logger.info("No complete checkpoint in %s: starting from epoch 1", self.root)
             return Position()
@@ -148,6 +131,32 @@ class TrainingState:
         )
         return position
 
+    def _agreed_checkpoint(self) -> checkpoints.Checkpoint | None:
+        """The newest complete checkpoint every task has (None: train from scratch); newer
+        folders are removed."""
+        latest = checkpoints.latest_complete(self.root, validate=self._validate)
+        mine = latest.step if latest else 0
+        agreed = self.consensus.minimum(mine)
+        chosen = latest
+        if agreed != mine:
+            # The same validation as for the newest one: a marked but unreadable copy is skipped.
+            chosen = checkpoints.latest_complete(
+                self.root, validate=self._validate, max_step=agreed
+            )
+            if chosen is not None and chosen.step != agreed:
+                chosen = None
+        missing = agreed > 0 and chosen is None
+        if self.consensus.any(missing):
+            logger.warning(
+                "Not every task has a complete checkpoint at step %d; training from scratch",
+                agreed,
+            )
+            agreed, chosen = 0, None
+        # Newer folders (partial ones, or steps other tasks lack) belong to an abandoned run:
+        # left in place, they would shadow the checkpoints this run is about to write.
+        self._discard_after(agreed)
+        return chosen
+
     def _check_precision(self, path: str, saved_with: str) -> None:
         """Checkpoints carry over between policies (variables are float32), except into
         mixed_float16, whose optimizer's loss scale the checkpoint lacks."""
@@ -168,3 +177,13 @@ class TrainingState:
             if checkpoint.step > step:
                 logger.info("Removing %s: newer than the resume point", checkpoint.path)
                 shutil.rmtree(checkpoint.path, ignore_errors=True)
+
+
+def use_learning_rate(optimizer, learning_rate: float) -> None:
+    """--learning-rate wins over the value a restored checkpoint brought back."""
+    restored = float(optimizer.learning_rate.numpy())
+    if not math.isclose(restored, learning_rate, rel_tol=1e-6):
+        logger.info(
+            "Learning rate %g (--learning-rate), not the checkpoint's %g", learning_rate, restored
+        )
+    optimizer.learning_rate.assign(learning_rate)
