@@ -1,9 +1,10 @@
 """Bad training data is refused with one line naming the file and row, never a traceback.
 
 Each case is a file this test writes and the line ``data.load_raw`` (what the runtime's run
-calls first, through ``SPEC.make_data``) must print: the label rules (``labels.py``) and the columns and texts (``data.py``). The
-files themselves (encodings, binary data, headers, formats) are checked by the runtime's
-``input_files``, tested with it (vertex-trainer-runtime/tests/test_torch_input_files.py).
+calls first, through ``SPEC.make_data``) must print: the label rules (``labels.py``) and the
+columns and texts (``data.py``). The files themselves (encodings, binary data, headers, formats)
+are checked by the runtime's ``input_files``, tested with it
+(vertex-trainer-runtime/tests/test_torch_input_files.py).
 """
 
 from __future__ import annotations
