@@ -8,6 +8,7 @@ with.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import datasets
 from vertex_trainer_runtime import cli
@@ -41,9 +42,7 @@ def class_names(
             )
         return list(given or feature.names)
     labels = _checked_labels(dataset, spec, column)
-    counts: dict = {}
-    for value in labels:
-        counts[value] = counts.get(value, 0) + 1
+    counts = Counter(labels)  # in the order of first appearance
     if given:
         unlisted = next((row for row, v in enumerate(labels) if str(v) not in given), None)
         if unlisted is not None:
