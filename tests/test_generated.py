@@ -62,20 +62,21 @@ class Timings:
 
 @pytest.mark.parametrize("framework", FRESH_DEMO_FRAMEWORKS)
 def test_demo_then_the_projects_own_lint_and_test_tiers(fresh_demo, framework, record_property):
-    timings = Timings()
-    try:
-        demo_then_tiers(fresh_demo, framework, timings)
-    finally:
-        record_property("timings", "\n".join(timings.lines))
+    timed(demo_then_tiers, fresh_demo, framework, record_property)
 
 
 # In the template's CI a job of its own for a variant whose one job would run too long.
 @pytest.mark.project_checks
 @pytest.mark.parametrize("framework", FRESH_DEMO_FRAMEWORKS)
 def test_the_template_checks_of_the_demo_project_pass(fresh_demo, framework, record_property):
+    timed(template_checks, fresh_demo, framework, record_property)
+
+
+def timed(phases, fresh_demo, framework: str, record_property) -> None:
+    """Run ``phases`` and record where its time went, failed or not."""
     timings = Timings()
     try:
-        template_checks(fresh_demo, framework, timings)
+        phases(fresh_demo, framework, timings)
     finally:
         record_property("timings", "\n".join(timings.lines))
 
