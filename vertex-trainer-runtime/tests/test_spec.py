@@ -35,22 +35,14 @@ class Flags:
     hyper: Hyper
 '''
 SPEC = """
-from vertex_trainer_runtime.spec import TrainerSpec
+from vertex_trainer_runtime.spec import FUNCTIONS, TrainerSpec
 
 from demo_trainer.flags import Flags
 
+# Every function is the run: only run is called here.
 SPEC = TrainerSpec(
-    flags=Flags,
-    description="A demo.",
-    metric="accuracy",
-    goal="maximize",
-    no_reduction_server=None,
-    export_file="model.bin",
-    run="demo_trainer.train:run",
-    make_data="demo_trainer.train:run",
-    make_model="demo_trainer.train:run",
-    evaluate="demo_trainer.train:run",
-    export="demo_trainer.train:run",
+    Flags, "A demo.", "accuracy", "maximize", "model.bin", None,
+    **dict.fromkeys(FUNCTIONS, "demo_trainer.train:run"),
 )
 """
 TRAIN = """

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from vertex_trainer_runtime.spec import TrainerSpec  # noqa: E402
+from vertex_trainer_runtime.spec import FUNCTIONS, TrainerSpec  # noqa: E402
 from vertex_trainer_runtime.torch import reporting  # noqa: E402
 from vertex_trainer_runtime.torch import run as torch_run  # noqa: E402
 
@@ -65,17 +65,13 @@ def test_evaluation_gets_class_ids_not_logits():
 def test_an_optional_function_left_out_is_a_lookup_error():
     """The run asks for ``worker_flags`` only where it is declared."""
     spec = TrainerSpec(
-        flags=SimpleNamespace,
-        description="d",
-        metric="accuracy",
-        goal="maximize",
-        export_file="config.json",
-        no_reduction_server=None,
-        run="vertex_trainer_runtime.torch.run:run",
-        make_data="vertex_trainer_runtime.torch.run:run",
-        make_model="vertex_trainer_runtime.torch.run:run",
-        evaluate="vertex_trainer_runtime.torch.run:run",
-        export="vertex_trainer_runtime.torch.run:run",
+        SimpleNamespace,
+        "d",
+        "accuracy",
+        "maximize",
+        "config.json",
+        None,
+        **dict.fromkeys(FUNCTIONS, "vertex_trainer_runtime.torch.run:run"),
         training_arguments="vertex_trainer_runtime.torch.run:restore",
     )
     assert spec.function("training_arguments") is torch_run.restore

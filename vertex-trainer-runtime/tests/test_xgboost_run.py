@@ -79,18 +79,16 @@ def export(flags, prepared, result, model_dir):
     result.booster.save_model(os.path.join(model_dir, "model.json"))
 
 
+# The runtime's run, calling this module's make_data, make_model, evaluate and export.
+FUNCTIONS = {name: f"{__name__}:{name}" for name in spec.FUNCTIONS}
 SPEC = spec.TrainerSpec(
-    flags=Flags,
-    description="A demo.",
-    metric="auc",
-    goal="maximize",
-    no_reduction_server=None,
-    export_file="model.json",
-    run="vertex_trainer_runtime.xgboost.run:run",
-    make_data=f"{__name__}:make_data",
-    make_model=f"{__name__}:make_model",
-    evaluate=f"{__name__}:evaluate",
-    export=f"{__name__}:export",
+    Flags,
+    "A demo.",
+    "auc",
+    "maximize",
+    "model.json",
+    None,
+    **{**FUNCTIONS, "run": "vertex_trainer_runtime.xgboost.run:run"},
 )
 
 
